@@ -1,0 +1,57 @@
+//! `silt-wal`: a write-ahead log any database can embed.
+//!
+//! Append opaque payloads (serialized batches) and get back their LSN; choose when they are
+//! acknowledged ([`SyncMode`]); wait for durability later with a ticket
+//! ([`Wal::wait_durable`], or `async` with the `tokio` feature); replay them after a crash
+//! ([`Wal::read_from`]). Recovery keeps the prefix property: it never returns commit k+1
+//! without commit k, and it reports lost durable data as `Corruption` instead of skipping it.
+//!
+//! The format is specified in `docs/format/wal.md`, the design in `docs/design.md`.
+//!
+//! # Examples
+//!
+//! ```
+//! use silt_wal::{AppendOptions, Options, SyncMode, Wal};
+//! # let dir = tempfile::tempdir().unwrap();
+//! let wal = Wal::open(dir.path(), Options::default().sync(SyncMode::None)).unwrap();
+//! wal.append(b"fast, in the OS on return").unwrap();
+//! let lsn = wal
+//!     .append_with(b"this one must be durable", AppendOptions { sync: Some(true) })
+//!     .unwrap();
+//! assert!(wal.durable_lsn() > lsn);
+//! ```
+
+#![warn(missing_docs)]
+
+mod error;
+mod format;
+pub mod fs;
+mod options;
+mod recovery;
+mod segment;
+mod sync_shim;
+mod timed;
+mod wal;
+mod watermark;
+
+#[cfg(feature = "tokio")]
+mod async_api;
+
+pub use error::{Error, Result};
+pub use format::{max_payload_bytes, MAX_PAYLOAD_BYTES};
+pub use options::{AppendOptions, Options, Preallocate, Strategy, SyncMode};
+pub use recovery::{Reader, Record};
+pub use wal::{RecoveryInfo, Wal, WalStats};
+
+/// A log sequence number: the byte position of a record in the log. Later records have
+/// larger LSNs.
+pub type Lsn = u64;
+
+/// Decoders and fuzz entry points, exposed for the fuzz targets and tools; not a stable API.
+#[doc(hidden)]
+pub mod decode {
+    pub use crate::format::{RecordHeader, RecordType, SegmentHeader};
+    pub use crate::fuzzing::{decode_bytes, recover_damaged};
+}
+
+mod fuzzing;

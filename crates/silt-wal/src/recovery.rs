@@ -1,0 +1,408 @@
+//! Opening a log: finding its segments, walking every record, and deciding whether a bad
+//! record is a torn tail (cut it off, append after it) or lost durable data (`Corruption`).
+//!
+//! The rules (see `docs/format/wal.md`, "Recovery"):
+//! 1. Walk records from the oldest segment; stop at the first invalid one (zero or unknown
+//!    type, non-zero reserved bytes, wrong segment id or LSN, bad length, bad checksum).
+//! 2. Read ahead over the rest of the log. If any later valid record carries a durable
+//!    watermark above the bad offset, the bad bytes had been synced: fail with
+//!    `Corruption { file, offset }`. Never skip the hole and keep replaying.
+//! 3. Otherwise it is a torn tail: zero it out (so no stale record behind it can ever be
+//!    read after new appends), remove later segments, sync, and append from there.
+//! 4. Sync every remaining segment, so the recovered records are durable before new
+//!    records claim them as durable.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::format::{
+    RecordHeader, RecordType, SegmentHeader, RECORD_ALIGN, RECORD_HEADER_BYTES,
+    SEGMENT_HEADER_BYTES,
+};
+use crate::fs::LogFile;
+use crate::options::Options;
+use crate::segment::{parse_segment_name, Segments};
+use crate::wal::RecoveryInfo;
+
+pub(crate) struct Recovered {
+    pub(crate) segments: Segments,
+    pub(crate) tail: u64,
+    pub(crate) info: RecoveryInfo,
+}
+
+pub(crate) fn recover(dir: &Path, opts: &Options) -> Result<Recovered> {
+    let fs = opts.fs.clone();
+    let io = |op: &'static str, p: &Path| {
+        let p = p.to_path_buf();
+        move |e| Error::io(op, Some(p), e)
+    };
+    fs.create_dir_all(dir)
+        .map_err(io("create directory", dir))?;
+    let mut ids = Vec::new();
+    let mut pool = Vec::new();
+    for path in fs.list(dir).map_err(io("list directory", dir))? {
+        if let Some(id) = parse_segment_name(&path) {
+            ids.push((id, path));
+        } else if path.extension().is_some_and(|e| e == "recycle") {
+            pool.push(path);
+        } else if path.extension().is_some_and(|e| e == "tmp") {
+            // A segment whose preallocation did not finish.
+            fs.remove(&path).map_err(io("remove", &path))?;
+        }
+    }
+    ids.sort();
+
+    if ids.is_empty() {
+        let segments = Segments::new(
+            fs,
+            dir.to_path_buf(),
+            opts.segment_bytes,
+            opts.preallocate,
+            BTreeMap::new(),
+            pool,
+        );
+        segments.get(0)?;
+        let tail = SEGMENT_HEADER_BYTES;
+        return Ok(Recovered {
+            segments,
+            tail,
+            info: RecoveryInfo {
+                first_lsn: tail,
+                tail_lsn: tail,
+                records: 0,
+                truncated: None,
+            },
+        });
+    }
+
+    // Open every segment and check its header.
+    let mut files: BTreeMap<u64, Arc<dyn LogFile>> = BTreeMap::new();
+    let mut seg_bytes = None;
+    for (id, path) in &ids {
+        let f = fs.open(path).map_err(io("open", path))?;
+        let mut hb = [0u8; SEGMENT_HEADER_BYTES as usize];
+        f.read_at(&mut hb, 0)
+            .map_err(|e| corrupt_or_io(e, path, 0, "segment header is truncated"))?;
+        let h = SegmentHeader::decode(&hb).map_err(|m| Error::corruption(path.clone(), 0, m))?;
+        if h.segment_id != *id {
+            return Err(Error::corruption(
+                path.clone(),
+                24,
+                "segment id in the header does not match the file name",
+            ));
+        }
+        if *seg_bytes.get_or_insert(h.segment_bytes) != h.segment_bytes {
+            return Err(Error::corruption(
+                path.clone(),
+                16,
+                "segment size differs from the log's other segments",
+            ));
+        }
+        let len = f.len().map_err(io("stat", path))?;
+        if len != h.segment_bytes {
+            return Err(Error::corruption(
+                path.clone(),
+                len.min(h.segment_bytes),
+                "segment file is not its full preallocated size",
+            ));
+        }
+        files.insert(*id, f);
+    }
+    let s = seg_bytes.expect("at least one segment");
+    let first = ids[0].0;
+    let last = ids[ids.len() - 1].0;
+    for w in ids.windows(2) {
+        if w[1].0 != w[0].0 + 1 {
+            return Err(Error::corruption(
+                crate::segment::segment_path(dir, w[0].0 + 1),
+                0,
+                "a segment in the middle of the log is missing",
+            ));
+        }
+    }
+
+    let segments = Segments::new(fs, dir.to_path_buf(), s, opts.preallocate, files, pool);
+    let first_lsn = first * s + SEGMENT_HEADER_BYTES;
+    let mut walker = Walker::new(&segments, first_lsn, u64::MAX);
+    let mut records = 0u64;
+    let tail = loop {
+        match walker.next_record(false)? {
+            Step::Record(_) => records += 1,
+            Step::End(pos) => break pos,
+            Step::Invalid(pos, _why) => {
+                check_torn_tail(&segments, pos, last)?;
+                break pos;
+            }
+        }
+    };
+    let mut truncated = None;
+    let tail_seg = tail / s;
+    if tail_seg <= last {
+        if let Some(at) = zero_from(&segments, tail)? {
+            truncated = Some((segments.path(tail_seg), at));
+        }
+        segments.remove_after(tail_seg)?;
+    }
+    for id in segments.ids() {
+        let f = segments.existing(id).expect("listed");
+        f.sync_data()
+            .map_err(|e| Error::io("fdatasync", Some(segments.path(id)), e))?;
+    }
+    if tail_seg > last {
+        segments.get(tail_seg)?;
+    }
+    Ok(Recovered {
+        segments,
+        tail,
+        info: RecoveryInfo {
+            first_lsn,
+            tail_lsn: tail,
+            records,
+            truncated,
+        },
+    })
+}
+
+fn corrupt_or_io(e: std::io::Error, path: &Path, offset: u64, what: &str) -> Error {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        Error::corruption(path.to_path_buf(), offset, what)
+    } else {
+        Error::io("read", Some(path.to_path_buf()), e)
+    }
+}
+
+/// Read-ahead (rule 2): any valid record after `bad` whose durable watermark passed `bad`
+/// proves that durable data was lost.
+fn check_torn_tail(segments: &Segments, bad: u64, last: u64) -> Result<()> {
+    let s = segments.segment_bytes;
+    let mut buf = vec![0u8; s as usize];
+    for seg in bad / s..=last {
+        let Some(f) = segments.existing(seg) else {
+            continue;
+        };
+        let path = segments.path(seg);
+        f.read_at(&mut buf, 0)
+            .map_err(|e| corrupt_or_io(e, &path, 0, "segment is truncated"))?;
+        let from = if seg == bad / s {
+            bad % s + RECORD_ALIGN
+        } else {
+            SEGMENT_HEADER_BYTES
+        };
+        let mut off = from;
+        while off + RECORD_HEADER_BYTES as u64 <= s {
+            let o = off as usize;
+            let pos = seg * s + off;
+            // Cheap filter before decoding: the LSN field must equal the position.
+            if buf[o + 24..o + 32] == pos.to_le_bytes() {
+                if let Ok(h) = RecordHeader::decode(&buf[o..], pos, seg, s - off) {
+                    let payload = match h.kind {
+                        RecordType::Data => &buf[o + RECORD_HEADER_BYTES..][..h.len as usize],
+                        RecordType::Padding => &[][..],
+                    };
+                    if RecordHeader::verify(&buf[o..], payload) && h.durable > bad {
+                        return Err(Error::corruption(
+                            segments.path(bad / s),
+                            bad % s,
+                            format!(
+                                "invalid record below the durable watermark: the valid record \
+                                 at LSN {pos} shows everything below LSN {} had been synced",
+                                h.durable
+                            ),
+                        ));
+                    }
+                }
+            }
+            off += RECORD_ALIGN;
+        }
+    }
+    Ok(())
+}
+
+/// Zeroes every non-zero byte from `tail` to the end of its segment. Returns the file offset
+/// of the first non-zero byte, if there was any.
+fn zero_from(segments: &Segments, tail: u64) -> Result<Option<u64>> {
+    const CHUNK: u64 = 64 << 10;
+    let s = segments.segment_bytes;
+    let seg = tail / s;
+    let f = segments.existing(seg).expect("tail segment exists");
+    let path = segments.path(seg);
+    let mut first_dirty = None;
+    let mut off = tail % s;
+    let zeros = vec![0u8; CHUNK as usize];
+    let mut buf = vec![0u8; CHUNK as usize];
+    while off < s {
+        let n = CHUNK.min(s - off) as usize;
+        f.read_at(&mut buf[..n], off)
+            .map_err(|e| corrupt_or_io(e, &path, off, "segment is truncated"))?;
+        if let Some(i) = buf[..n].iter().position(|&b| b != 0) {
+            first_dirty.get_or_insert(off + i as u64);
+            f.write_at(&[&zeros[..n]], off)
+                .map_err(|e| Error::io("pwrite", Some(path.clone()), e))?;
+        }
+        off += n as u64;
+    }
+    if first_dirty.is_some() {
+        f.sync_data()
+            .map_err(|e| Error::io("fdatasync", Some(path.clone()), e))?;
+    }
+    Ok(first_dirty)
+}
+
+/// One record read from the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The record's LSN, as returned by `append`.
+    pub lsn: u64,
+    /// The payload that was appended.
+    pub payload: Vec<u8>,
+}
+
+pub(crate) enum Step {
+    Record(Record),
+    /// The walk reached `end` (or a segment that does not exist) at this position.
+    End(u64),
+    /// The bytes at this position are not a valid record.
+    Invalid(u64, &'static str),
+}
+
+/// Walks records in LSN order from a record boundary.
+pub(crate) struct Walker<'a> {
+    segments: &'a Segments,
+    pos: u64,
+    end: u64,
+    header: [u8; RECORD_HEADER_BYTES],
+}
+
+impl<'a> Walker<'a> {
+    pub(crate) fn new(segments: &'a Segments, pos: u64, end: u64) -> Self {
+        Walker {
+            segments,
+            pos,
+            end,
+            header: [0; RECORD_HEADER_BYTES],
+        }
+    }
+
+    pub(crate) fn pos(&self) -> u64 {
+        self.pos
+    }
+
+    /// The next record, skipping padding. With `payload_wanted == false` the payload is still
+    /// read and checksummed but not returned.
+    pub(crate) fn next_record(&mut self, payload_wanted: bool) -> Result<Step> {
+        let s = self.segments.segment_bytes;
+        loop {
+            if self.pos >= self.end {
+                return Ok(Step::End(self.pos));
+            }
+            let seg = self.pos / s;
+            let off = self.pos % s;
+            if off == 0 {
+                self.pos += SEGMENT_HEADER_BYTES;
+                continue;
+            }
+            let room = s - off;
+            if room < RECORD_HEADER_BYTES as u64 {
+                self.pos = (seg + 1) * s + SEGMENT_HEADER_BYTES;
+                continue;
+            }
+            let Some(file) = self.segments.existing(seg) else {
+                return Ok(Step::End(self.pos));
+            };
+            let path = || self.segments.path(seg);
+            file.read_at(&mut self.header, off)
+                .map_err(|e| corrupt_or_io(e, &path(), off, "segment is truncated"))?;
+            let h = match RecordHeader::decode(&self.header, self.pos, seg, room) {
+                Ok(h) => h,
+                Err(why) => return Ok(Step::Invalid(self.pos, why)),
+            };
+            let payload = match h.kind {
+                RecordType::Padding => Vec::new(),
+                RecordType::Data => {
+                    let mut p = vec![0u8; h.len as usize];
+                    file.read_at(&mut p, off + RECORD_HEADER_BYTES as u64)
+                        .map_err(|e| corrupt_or_io(e, &path(), off, "segment is truncated"))?;
+                    p
+                }
+            };
+            if !RecordHeader::verify(&self.header, &payload) {
+                return Ok(Step::Invalid(self.pos, "record checksum mismatch"));
+            }
+            let lsn = self.pos;
+            self.pos += h.span();
+            if h.kind == RecordType::Padding {
+                debug_assert_eq!(self.pos % s, 0);
+                continue;
+            }
+            let payload = if payload_wanted { payload } else { Vec::new() };
+            return Ok(Step::Record(Record { lsn, payload }));
+        }
+    }
+}
+
+/// An iterator over records, from [`crate::Wal::read_from`].
+pub struct Reader {
+    segments: Arc<Segments>,
+    pos: u64,
+    end: u64,
+    from: u64,
+    done: bool,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("pos", &self.pos)
+            .field("end", &self.end)
+            .finish()
+    }
+}
+
+impl Reader {
+    pub(crate) fn new(segments: Arc<Segments>, from: u64, end: u64) -> Self {
+        let s = segments.segment_bytes;
+        let first = segments.ids().first().copied().unwrap_or(0);
+        // Start at the first record of the segment holding `from` (or the oldest segment).
+        let seg = (from / s).max(first);
+        Reader {
+            pos: seg * s + SEGMENT_HEADER_BYTES,
+            segments,
+            end,
+            from,
+            done: false,
+        }
+    }
+
+    fn path_of(&self, pos: u64) -> PathBuf {
+        self.segments.path(pos / self.segments.segment_bytes)
+    }
+}
+
+impl Iterator for Reader {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            let mut w = Walker::new(&self.segments, self.pos, self.end);
+            let step = w.next_record(true);
+            self.pos = w.pos();
+            match step {
+                Ok(Step::Record(r)) if r.lsn < self.from => continue,
+                Ok(Step::Record(r)) => return Some(Ok(r)),
+                Ok(Step::End(_)) => self.done = true,
+                Ok(Step::Invalid(pos, why)) => {
+                    self.done = true;
+                    let s = self.segments.segment_bytes;
+                    return Some(Err(Error::corruption(self.path_of(pos), pos % s, why)));
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        None
+    }
+}

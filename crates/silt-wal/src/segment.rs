@@ -1,0 +1,284 @@
+//! Segment files: naming, preallocation, the table of open segments, preparing the next
+//! segment ahead of need, and purging.
+//!
+//! A log is a sequence of fixed-size segment files `{id:020}.wal`. Segment `id` covers LSNs
+//! `id * S .. (id + 1) * S` (S = segment size), so an LSN names its file and offset with one
+//! division. Every segment exists at its full size before a record is written into it, and
+//! its size and header are synced (and the directory synced) before it is used: an
+//! `fdatasync` of a record then never has to update file metadata.
+//!
+//! Preallocation is by zero-fill, or, with [`crate::Preallocate::Recycle`], by renaming a
+//! purged segment (records carry their segment id and LSN, so stale bytes of a recycled file
+//! never read as records). A background thread prepares segment `k + 1` as soon as a writer
+//! enters segment `k`, so rotation does not wait for preallocation.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::error::{Error, Result};
+use crate::format::{SegmentHeader, SEGMENT_HEADER_BYTES};
+use crate::fs::{FileSystem, LogFile};
+use crate::Preallocate;
+
+/// Zeroes are written in chunks of this size.
+const ZERO_CHUNK_BYTES: usize = 1 << 20;
+/// Purged segments kept for recycling, at most.
+const RECYCLE_POOL_MAX: usize = 2;
+
+pub(crate) fn segment_path(dir: &Path, id: u64) -> PathBuf {
+    dir.join(format!("{id:020}.wal"))
+}
+
+/// Parses a file name written by [`segment_path`].
+pub(crate) fn parse_segment_name(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    let id = name.strip_suffix(".wal")?;
+    if id.len() != 20 || !id.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    id.parse().ok()
+}
+
+pub(crate) struct Segments {
+    pub(crate) fs: Arc<dyn FileSystem>,
+    pub(crate) dir: PathBuf,
+    pub(crate) segment_bytes: u64,
+    prealloc: Preallocate,
+    files: RwLock<BTreeMap<u64, Arc<dyn LogFile>>>,
+    /// Held while a segment is created, purged or removed.
+    prep: Mutex<Prep>,
+    /// The id the background preparer should create next (`u64::MAX`: none yet), and its
+    /// wake-up; kept apart from `prep` so asking never waits behind a running zero-fill.
+    wanted: Mutex<Wanted>,
+    wanted_cv: Condvar,
+    /// Set when the log is poisoned: no file is created (and synced) after that.
+    poisoned: AtomicBool,
+}
+
+struct Wanted {
+    id: Option<u64>,
+    shutdown: bool,
+}
+
+struct Prep {
+    /// Purged files waiting to be reused (Recycle mode).
+    pool: Vec<PathBuf>,
+    /// Serial number for pool file names.
+    pool_serial: u64,
+}
+
+impl Segments {
+    pub(crate) fn new(
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        segment_bytes: u64,
+        prealloc: Preallocate,
+        files: BTreeMap<u64, Arc<dyn LogFile>>,
+        pool: Vec<PathBuf>,
+    ) -> Self {
+        let pool_serial = pool.len() as u64;
+        Segments {
+            fs,
+            dir,
+            segment_bytes,
+            prealloc,
+            files: RwLock::new(files),
+            prep: Mutex::new(Prep { pool, pool_serial }),
+            wanted: Mutex::new(Wanted {
+                id: None,
+                shutdown: false,
+            }),
+            wanted_cv: Condvar::new(),
+            poisoned: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn path(&self, id: u64) -> PathBuf {
+        segment_path(&self.dir, id)
+    }
+
+    /// The open segment `id`, creating it if it does not exist yet.
+    pub(crate) fn get(&self, id: u64) -> Result<Arc<dyn LogFile>> {
+        if let Some(f) = self.files.read().get(&id) {
+            return Ok(f.clone());
+        }
+        let mut prep = self.prep.lock();
+        self.create_locked(&mut prep, id)
+    }
+
+    /// The open segment `id` if it exists.
+    pub(crate) fn existing(&self, id: u64) -> Option<Arc<dyn LogFile>> {
+        self.files.read().get(&id).cloned()
+    }
+
+    /// The ids of the segments, oldest first.
+    pub(crate) fn ids(&self) -> Vec<u64> {
+        self.files.read().keys().copied().collect()
+    }
+
+    fn create_locked(&self, prep: &mut Prep, id: u64) -> Result<Arc<dyn LogFile>> {
+        if let Some(f) = self.files.read().get(&id) {
+            return Ok(f.clone());
+        }
+        if self.poisoned.load(SeqCst) {
+            return Err(Error::Poisoned);
+        }
+        // A failure here may be a failed fdatasync: after it, no file is synced again.
+        self.create_file(prep, id)
+            .inspect_err(|_| self.poisoned.store(true, SeqCst))
+    }
+
+    fn create_file(&self, prep: &mut Prep, id: u64) -> Result<Arc<dyn LogFile>> {
+        let path = self.path(id);
+        let io = |op: &'static str, p: &Path| {
+            let p = p.to_path_buf();
+            move |e| Error::io(op, Some(p), e)
+        };
+        let header = SegmentHeader {
+            segment_bytes: self.segment_bytes,
+            segment_id: id,
+        }
+        .encode();
+        let file = match (self.prealloc, prep.pool.pop()) {
+            (Preallocate::Recycle, Some(old)) => {
+                self.fs.rename(&old, &path).map_err(io("rename", &old))?;
+                let f = self.fs.open(&path).map_err(io("open", &path))?;
+                f.write_at(&[&header], 0).map_err(io("pwrite", &path))?;
+                f.sync_data().map_err(io("fdatasync", &path))?;
+                f
+            }
+            (_, old) => {
+                if let Some(old) = old {
+                    prep.pool.push(old);
+                }
+                let tmp = path.with_extension("tmp");
+                let _ = self.fs.remove(&tmp);
+                let f = self.fs.create(&tmp).map_err(io("create", &tmp))?;
+                let zeros = vec![0u8; ZERO_CHUNK_BYTES];
+                let mut off = 0u64;
+                while off < self.segment_bytes {
+                    let n = ZERO_CHUNK_BYTES.min((self.segment_bytes - off) as usize);
+                    f.write_at(&[&zeros[..n]], off)
+                        .map_err(io("pwrite", &tmp))?;
+                    off += n as u64;
+                }
+                f.write_at(&[&header], 0).map_err(io("pwrite", &tmp))?;
+                f.sync_data().map_err(io("fdatasync", &tmp))?;
+                self.fs.rename(&tmp, &path).map_err(io("rename", &tmp))?;
+                f
+            }
+        };
+        self.fs
+            .sync_dir(&self.dir)
+            .map_err(io("fsync directory", &self.dir))?;
+        debug_assert_eq!(SEGMENT_HEADER_BYTES as usize, header.len());
+        self.files.write().insert(id, file.clone());
+        Ok(file)
+    }
+
+    /// Asks the background thread to prepare segment `id` if it does not exist.
+    pub(crate) fn prepare_ahead(&self, id: u64) {
+        if self.files.read().contains_key(&id) {
+            return;
+        }
+        let mut wanted = self.wanted.lock();
+        if wanted.id.is_none_or(|w| w < id) {
+            wanted.id = Some(id);
+            self.wanted_cv.notify_one();
+        }
+    }
+
+    /// The background preparer's loop; returns at shutdown. Errors are left for the
+    /// foreground `get`, which retries the creation and reports them.
+    pub(crate) fn run_preparer(&self) {
+        let mut wanted = self.wanted.lock();
+        loop {
+            if wanted.shutdown {
+                return;
+            }
+            match wanted.id.take() {
+                Some(id) => {
+                    drop(wanted);
+                    let _ = self.create_locked(&mut self.prep.lock(), id);
+                    wanted = self.wanted.lock();
+                }
+                None => self.wanted_cv.wait(&mut wanted),
+            }
+        }
+    }
+
+    /// Whether a segment could not be created (for example its `fdatasync` failed).
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.poisoned.load(SeqCst)
+    }
+
+    /// No more files are created (the log is poisoned). Waits for a creation in progress,
+    /// so no `fdatasync` of segment preparation happens after this returns.
+    pub(crate) fn poison(&self) {
+        let _prep = self.prep.lock();
+        self.poisoned.store(true, SeqCst);
+    }
+
+    pub(crate) fn shutdown(&self) {
+        self.wanted.lock().shutdown = true;
+        self.wanted_cv.notify_all();
+    }
+
+    /// Removes (or keeps for recycling) every segment whose whole LSN range lies below
+    /// `lsn`, never `keep_from` or later.
+    pub(crate) fn purge_below(&self, lsn: u64, keep_from: u64) -> Result<usize> {
+        let mut prep = self.prep.lock();
+        let victims: Vec<u64> = self
+            .files
+            .read()
+            .keys()
+            .copied()
+            .filter(|&id| (id + 1) * self.segment_bytes <= lsn && id < keep_from)
+            .collect();
+        for &id in &victims {
+            let path = self.path(id);
+            self.files.write().remove(&id);
+            if self.prealloc == Preallocate::Recycle && prep.pool.len() < RECYCLE_POOL_MAX {
+                prep.pool_serial += 1;
+                let to = self.dir.join(format!("{:020}.recycle", prep.pool_serial));
+                self.fs
+                    .rename(&path, &to)
+                    .map_err(|e| Error::io("rename", Some(path.clone()), e))?;
+                prep.pool.push(to);
+            } else {
+                self.fs
+                    .remove(&path)
+                    .map_err(|e| Error::io("remove", Some(path.clone()), e))?;
+            }
+        }
+        if !victims.is_empty() {
+            self.fs
+                .sync_dir(&self.dir)
+                .map_err(|e| Error::io("fsync directory", Some(self.dir.clone()), e))?;
+        }
+        Ok(victims.len())
+    }
+
+    /// Removes segments after `id` (recovery found the log's end before them).
+    pub(crate) fn remove_after(&self, id: u64) -> Result<()> {
+        let _prep = self.prep.lock();
+        let later: Vec<u64> = self.files.read().range(id + 1..).map(|(k, _)| *k).collect();
+        for k in &later {
+            let path = self.path(*k);
+            self.files.write().remove(k);
+            self.fs
+                .remove(&path)
+                .map_err(|e| Error::io("remove", Some(path.clone()), e))?;
+        }
+        if !later.is_empty() {
+            self.fs
+                .sync_dir(&self.dir)
+                .map_err(|e| Error::io("fsync directory", Some(self.dir.clone()), e))?;
+        }
+        Ok(())
+    }
+}
