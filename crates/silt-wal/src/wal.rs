@@ -39,6 +39,10 @@ use crate::{timed, Lsn};
 const YIELD_MIN_NS: u64 = 30_000;
 const YIELD_MAX_NS: u64 = 2_000_000;
 
+/// Durable commits go through the shared mapping when the last sync covered at least
+/// this many commits (see `Inner::via`).
+const MAPPED_BATCH_MIN: u64 = 64;
+
 /// At most this many `sched_yield`s while gathering a sync batch.
 const GATHER_YIELDS_MAX: usize = 4;
 
@@ -423,11 +427,16 @@ impl Inner {
     /// sync follows, but `fdatasync` of pages dirtied through a mapping costs ~2.5x more
     /// here (the kernel must write-protect them and take a fault on the next store; see
     /// `docs/design.md`), so records that are about to be synced go through `pwrite`.
+    ///
+    /// The mapping's extra cost is per sync (~150 µs here), the system call's per commit
+    /// (~3 µs), so when syncs cover many commits (the last batch was at least
+    /// `MAPPED_BATCH_MIN`), the mapping wins again: 1000 async tasks commit in ~half the time.
     pub(crate) fn via(&self, want_sync: bool) -> WriteVia {
-        if want_sync || self.sync == SyncMode::Full {
-            WriteVia::Pwrite
-        } else {
+        let syncing_soon = want_sync || self.sync == SyncMode::Full;
+        if !syncing_soon || self.last_batch.load(SeqCst) >= MAPPED_BATCH_MIN {
             WriteVia::Mapped
+        } else {
+            WriteVia::Pwrite
         }
     }
 
