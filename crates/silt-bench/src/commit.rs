@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use hdrhistogram::Histogram;
 use silt_wal::fs::{DelayFs, FileSystem, LogFile, OsFs};
-use silt_wal::{Options, Strategy, SyncMode, Wal};
+use silt_wal::{Options, Preallocate, Strategy, SyncMode, Wal};
 
 use crate::output::{json_line, table, CommitResult};
 
@@ -66,6 +66,16 @@ pub struct CommitArgs {
     /// Interval sync mode's period in ms.
     #[arg(long, default_value_t = 10)]
     interval_ms: u64,
+    /// Segment size of each log in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    segment_bytes: u64,
+    /// Comma-separated preallocation modes to compare: zero, recycle.
+    #[arg(long, default_value = "recycle")]
+    preallocate: String,
+    /// Purge segments behind the writers every millisecond (as a checkpointing engine
+    /// would), so recycling has segments to reuse.
+    #[arg(long)]
+    purge: bool,
     /// The seed 001 workload: 1000 Tokio tasks, one durable 545-byte entry each (same as
     /// --tasks 1000 --ops 1000 --record-bytes 545 --sync full).
     #[arg(long)]
@@ -87,6 +97,7 @@ struct Cell {
     threads: usize,
     tasks: usize,
     record_bytes: usize,
+    preallocate: Preallocate,
 }
 
 fn list<T: std::str::FromStr>(s: &str, what: &str) -> Result<Vec<T>, String> {
@@ -111,6 +122,14 @@ fn cells(a: &CommitArgs) -> Result<Vec<Cell>, String> {
     let sizes: Vec<usize> = list(&a.record_bytes, "record-bytes")?;
     let syncs: Vec<String> = list(&a.sync, "sync")?;
     let strategies: Vec<String> = list(&a.strategies, "strategies")?;
+    let mut preallocs = Vec::new();
+    for p in list::<String>(&a.preallocate, "preallocate")? {
+        preallocs.push(match p.as_str() {
+            "zero" => Preallocate::ZeroFill,
+            "recycle" => Preallocate::Recycle,
+            other => return Err(format!("--preallocate: unknown {other:?} (zero, recycle)")),
+        });
+    }
     if threads.iter().chain(&tasks).any(|&n| n == 0) {
         return Err("--threads and --tasks must be positive".into());
     }
@@ -149,15 +168,18 @@ fn cells(a: &CommitArgs) -> Result<Vec<Cell>, String> {
                     .map(|&t| (t, 0))
                     .chain(tasks.iter().map(|&t| (0, t)));
                 for (threads, tasks) in callers {
-                    out.push(Cell {
-                        kind,
-                        strategy,
-                        sync,
-                        sync_name: s.clone(),
-                        threads,
-                        tasks,
-                        record_bytes: size,
-                    });
+                    for &preallocate in &preallocs {
+                        out.push(Cell {
+                            kind,
+                            strategy,
+                            sync,
+                            sync_name: s.clone(),
+                            threads,
+                            tasks,
+                            record_bytes: size,
+                            preallocate,
+                        });
+                    }
                 }
             }
         }
@@ -355,6 +377,8 @@ fn run_cell(
             let opts = Options::default()
                 .sync(cell.sync)
                 .strategy(cell.strategy)
+                .segment_bytes(a.segment_bytes)
+                .preallocate(cell.preallocate)
                 .fs(fs.clone());
             let wal = Wal::open(dir, opts).map_err(|e| format!("open {}: {e}", dir.display()))?;
             let before = wal.stats().fsyncs;
@@ -382,6 +406,19 @@ fn run_cell(
         }
     };
     let target = Arc::new(target);
+    let purging = Arc::new(std::sync::atomic::AtomicBool::new(a.purge));
+    let purger = match (&*target, a.purge) {
+        (Target::Wal(w), true) => {
+            let (w, purging) = (w.clone(), purging.clone());
+            Some(std::thread::spawn(move || {
+                while purging.load(Relaxed) {
+                    let _ = w.purge_up_to(w.stats().filled_lsn);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }))
+        }
+        _ => None,
+    };
     let payloads: Vec<Vec<u8>> = (0..callers)
         .map(|c| payload(cell.record_bytes, c as u64 + 1))
         .collect();
@@ -392,6 +429,10 @@ fn run_cell(
         run_threads(&target, &payloads, per_caller, deadline)?
     };
 
+    purging.store(false, Relaxed);
+    if let Some(p) = purger {
+        let _ = p.join();
+    }
     let fsyncs = match &*target {
         Target::Wal(w) => w.stats().fsyncs - fsyncs_before,
         Target::Loop(l) => {
@@ -440,6 +481,12 @@ fn run_cell(
         fsync_delay_us: a.fsync_delay_us,
         fsync_delay_model: a.fsync_delay_model.clone(),
         async_mode: async_mode.into(),
+        segment_bytes: a.segment_bytes,
+        preallocate: match cell.preallocate {
+            Preallocate::ZeroFill => "zero",
+            _ => "recycle",
+        }
+        .into(),
         repeat,
         date: date.into(),
     })

@@ -28,19 +28,22 @@ pub struct CommitResult {
     pub fsync_delay_model: String,
     /// "threads", "native" (async API) or "spawn_blocking".
     pub async_mode: String,
+    pub segment_bytes: u64,
+    pub preallocate: String,
     pub repeat: usize,
     pub date: String,
 }
 
 impl CommitResult {
     /// The cell's identity, without the measurements.
-    pub fn key(&self) -> (String, String, usize, usize, usize) {
+    pub fn key(&self) -> (String, String, usize, usize, usize, String) {
         (
             self.strategy.clone(),
             self.sync.clone(),
             self.threads,
             self.tasks,
             self.record_bytes,
+            self.preallocate.clone(),
         )
     }
 }
@@ -77,6 +80,7 @@ pub fn table(results: &[CommitResult]) -> String {
         "sync",
         "callers",
         "record B",
+        "prealloc",
         "commits/s",
         "p50 µs",
         "p99 µs",
@@ -97,6 +101,7 @@ pub fn table(results: &[CommitResult]) -> String {
             k.1.clone(),
             callers,
             k.4.to_string(),
+            k.5.clone(),
             format!("{:.0}", m(|r| r.ops_per_sec)),
             format!("{:.1}", m(|r| r.p50_us)),
             format!("{:.1}", m(|r| r.p99_us)),
