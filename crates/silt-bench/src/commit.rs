@@ -38,7 +38,10 @@ pub struct CommitArgs {
     /// Commits per cell, split across its threads or tasks.
     #[arg(long, default_value_t = 20_000)]
     ops: u64,
-    /// A cell stops early after this many seconds (its `ops` then says how many it did).
+    /// Stop a cell early after this many seconds (its `ops` then says how many commits it
+    /// did); 0 means no limit, so every cell does exactly `--ops` commits. The default cap
+    /// keeps the default matrix to about a minute: `timed` with one caller waits its full
+    /// timer (10 ms) for every commit.
     #[arg(long, default_value_t = 5.0)]
     max_seconds: f64,
     /// Where each cell's log is created (a fresh subdirectory per cell, removed after).
@@ -215,7 +218,8 @@ pub fn run(mut a: CommitArgs) -> Result<(), String> {
             let _ = std::fs::remove_dir_all(&dir);
             let r = r?;
             eprintln!(
-                "[{}/{}] {} {} {} record={}B: {:.0} commits/s, p99 {:.1} µs, {:.3} fsyncs/commit",
+                "[{}/{}] {} {} {} record={}B: {} commits in {:.1} ms, {:.0} commits/s, \
+                 p99 {:.1} µs, {:.3} fsyncs/commit",
                 repeat * cells.len() + i + 1,
                 cells.len() * a.repeat.max(1),
                 r.strategy,
@@ -226,6 +230,8 @@ pub fn run(mut a: CommitArgs) -> Result<(), String> {
                     format!("{} threads", r.threads)
                 },
                 r.record_bytes,
+                r.ops,
+                r.seconds * 1e3,
                 r.ops_per_sec,
                 r.p99_us,
                 r.fsyncs_per_commit
@@ -307,7 +313,13 @@ impl Target {
     }
 }
 
-/// The physical floor: `pwrite` at the next offset, then `fdatasync` (under `full`).
+/// The `fsync-loop` file never grows past this; longer runs wrap around inside it (the
+/// blocks are allocated and written either way).
+const FLOOR_FILE_MAX: u64 = 1 << 30;
+
+/// The physical floor: `pwrite` at the next offset, then `fdatasync` (under `full`). The
+/// file is zero-filled to the cell's size and synced before timing, so no commit allocates
+/// blocks or grows the file.
 struct FsyncLoop {
     file: Arc<dyn LogFile>,
     next: AtomicU64,
@@ -349,7 +361,8 @@ impl FsyncLoop {
     }
 
     fn commit(&self, p: &[u8]) -> Result<(), String> {
-        let at = self.next.fetch_add(p.len() as u64, Relaxed) % (self.len - p.len() as u64).max(1);
+        let room = self.len.saturating_sub(p.len() as u64).max(1);
+        let at = self.next.fetch_add(p.len() as u64, Relaxed) % room;
         self.file.write_at(&[p], at).map_err(|e| e.to_string())?;
         if self.sync_each {
             self.fsyncs.fetch_add(1, Relaxed);
@@ -368,9 +381,8 @@ fn run_cell(
 ) -> Result<CommitResult, String> {
     let fs = file_system(a);
     let callers = cell.threads.max(cell.tasks).max(1);
-    let per_caller = (a.ops / callers as u64).max(1);
-    let total_ops = per_caller * callers as u64;
-    let deadline = Duration::from_secs_f64(a.max_seconds.max(0.001));
+    let quotas = split(a.ops, callers);
+    let deadline = (a.max_seconds > 0.0).then(|| Duration::from_secs_f64(a.max_seconds));
     let mut interval_thread = None;
     let (target, fsyncs_before) = match cell.kind {
         Kind::Wal(_) => {
@@ -385,12 +397,13 @@ fn run_cell(
             (Target::Wal(Arc::new(wal)), before)
         }
         Kind::FsyncLoop => {
-            let bytes = (total_ops * cell.record_bytes as u64).clamp(1 << 20, 1 << 30);
+            let record = cell.record_bytes as u64;
+            let bytes = (a.ops * record).clamp(1 << 20, FLOOR_FILE_MAX).max(record);
             let l = Arc::new(FsyncLoop::open(
                 &fs,
                 dir,
                 bytes,
-                cell.sync == SyncMode::Full,
+                matches!(cell.sync, SyncMode::Full),
             )?);
             if let SyncMode::Interval(every) = cell.sync {
                 let l2 = l.clone();
@@ -419,16 +432,20 @@ fn run_cell(
         }
         _ => None,
     };
-    let payloads: Vec<Vec<u8>> = (0..callers)
-        .map(|c| payload(cell.record_bytes, c as u64 + 1))
+    // Incompressible payloads, one per caller, made before timing.
+    let payloads: Vec<Arc<[u8]>> = (0..callers)
+        .map(|c| payload(cell.record_bytes, c as u64 + 1).into())
         .collect();
 
     let (parts, seconds, async_mode) = if cell.tasks > 0 {
-        run_tasks(&target, cell, &payloads, per_caller, deadline)?
+        let native =
+            matches!(cell.kind, Kind::Wal(_)) && matches!(cell.strategy, Strategy::Pipelined);
+        run_tasks(&target, native, &payloads, &quotas, deadline)?
     } else {
-        run_threads(&target, &payloads, per_caller, deadline)?
+        run_threads(&target, &payloads, &quotas, deadline)?
     };
 
+    // Timing is over: stop the helpers, read the counters, then close the log.
     purging.store(false, Relaxed);
     if let Some(p) = purger {
         let _ = p.join();
@@ -443,15 +460,21 @@ fn run_cell(
     if let Some(t) = interval_thread {
         let _ = t.join();
     }
+    let target = Arc::try_unwrap(target).map_err(|_| "a caller outlived its cell")?;
+    if let Target::Wal(w) = target {
+        let w = Arc::try_unwrap(w).map_err(|_| "a caller outlived its cell")?;
+        w.close()
+            .map_err(|e| format!("close {}: {e}", dir.display()))?;
+    }
+
     let mut hist = histogram();
     let mut ops = 0;
     for p in parts {
         for ns in p.lat_ns {
-            hist.record(ns.max(1)).map_err(|e| e.to_string())?;
+            hist.saturating_record(ns.max(1));
         }
         ops += p.ops;
     }
-    drop(target);
     let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     let name = match cell.kind {
         Kind::Wal(n) => n,
@@ -484,7 +507,7 @@ fn run_cell(
         segment_bytes: a.segment_bytes,
         preallocate: match cell.preallocate {
             Preallocate::ZeroFill => "zero",
-            _ => "recycle",
+            Preallocate::Recycle => "recycle",
         }
         .into(),
         repeat,
@@ -492,25 +515,35 @@ fn run_cell(
     })
 }
 
+/// `ops` commits split over `callers`: the first `ops % callers` callers do one more, so a
+/// cell does exactly `ops` commits.
+fn split(ops: u64, callers: usize) -> Vec<u64> {
+    let n = callers as u64;
+    (0..n).map(|i| ops / n + u64::from(i < ops % n)).collect()
+}
+
+fn expired(start: Instant, deadline: Option<Duration>) -> bool {
+    deadline.is_some_and(|d| start.elapsed() >= d)
+}
+
 fn run_threads(
     target: &Arc<Target>,
-    payloads: &[Vec<u8>],
-    per_caller: u64,
-    deadline: Duration,
+    payloads: &[Arc<[u8]>],
+    quotas: &[u64],
+    deadline: Option<Duration>,
 ) -> Result<(Vec<Part>, f64, &'static str), String> {
     let barrier = Arc::new(Barrier::new(payloads.len() + 1));
     let handles: Vec<_> = payloads
         .iter()
-        .cloned()
-        .map(|p| {
-            let target = target.clone();
-            let barrier = barrier.clone();
+        .zip(quotas)
+        .map(|(p, &quota)| {
+            let (target, barrier, p) = (target.clone(), barrier.clone(), p.clone());
             std::thread::spawn(move || -> Result<Part, String> {
-                let mut lat_ns = Vec::with_capacity(per_caller.min(1 << 20) as usize);
+                let mut lat_ns = Vec::with_capacity(quota.min(1 << 20) as usize);
                 barrier.wait();
                 let start = Instant::now();
                 let mut ops = 0;
-                while ops < per_caller && start.elapsed() < deadline {
+                while ops < quota && !expired(start, deadline) {
                     let t = Instant::now();
                     target.commit(&p)?;
                     lat_ns.push(t.elapsed().as_nanos() as u64);
@@ -534,27 +567,30 @@ fn run_threads(
     Ok((parts, secs, "threads"))
 }
 
+/// Runs one Tokio task per payload on a fresh multi-thread runtime (default worker count).
+/// `native`: the task awaits `Wal::append_async`; otherwise it awaits `spawn_blocking`
+/// around the blocking commit.
 fn run_tasks(
     target: &Arc<Target>,
-    cell: &Cell,
-    payloads: &[Vec<u8>],
-    per_caller: u64,
-    deadline: Duration,
+    native: bool,
+    payloads: &[Arc<[u8]>],
+    quotas: &[u64],
+    deadline: Option<Duration>,
 ) -> Result<(Vec<Part>, f64, &'static str), String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    let native = matches!(cell.kind, Kind::Wal(_)) && cell.strategy == Strategy::Pipelined;
-    let payloads = payloads.to_vec();
+    let work: Vec<(Arc<[u8]>, u64)> = payloads.iter().cloned().zip(quotas.to_vec()).collect();
     let target = target.clone();
     // Tasks are spawned from a runtime task (as a server spawns one per request), not from
     // the non-worker `block_on` thread, whose spawns all go through the injection queue.
     let parts = rt.block_on(async move {
-        tokio::spawn(spawn_and_join(target, payloads, per_caller, deadline))
+        tokio::spawn(spawn_and_join(target, native, work, deadline))
             .await
             .map_err(|e| e.to_string())?
     })?;
+    drop(rt);
     let secs = span(&parts);
     Ok((
         parts,
@@ -565,52 +601,48 @@ fn run_tasks(
 
 async fn spawn_and_join(
     target: Arc<Target>,
-    payloads: Vec<Vec<u8>>,
-    per_caller: u64,
-    deadline: Duration,
+    native: bool,
+    work: Vec<(Arc<[u8]>, u64)>,
+    deadline: Option<Duration>,
 ) -> Result<Vec<Part>, String> {
-    {
-        let start = Instant::now();
-        let mut set = tokio::task::JoinSet::new();
-        for p in payloads {
-            let target = target.clone();
-            set.spawn(async move {
-                let mut lat_ns = Vec::with_capacity(per_caller.min(1 << 20) as usize);
-                let mut ops = 0;
-                let begin = Instant::now();
-                while ops < per_caller && begin.elapsed() < deadline {
-                    let t = Instant::now();
-                    match &*target {
-                        // Every strategy goes through the async API: Pipelined natively,
-                        // the others fall back to spawn_blocking inside it.
-                        Target::Wal(w) => {
-                            w.append_async(&p).await.map_err(|e| e.to_string())?;
-                        }
-                        Target::Loop(_) => {
-                            let (target, p) = (target.clone(), p.clone());
-                            tokio::task::spawn_blocking(move || target.commit(&p))
-                                .await
-                                .map_err(|e| e.to_string())??;
-                        }
+    // The seed 001 figure is the total time from spawning the first task to the last
+    // task's acknowledgement, so every task's part starts here.
+    let start = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for (p, quota) in work {
+        let target = target.clone();
+        set.spawn(async move {
+            let mut lat_ns = Vec::with_capacity(quota.min(1 << 20) as usize);
+            let mut ops = 0;
+            while ops < quota && !expired(start, deadline) {
+                let t = Instant::now();
+                match &*target {
+                    Target::Wal(w) if native => {
+                        w.append_async(&p).await.map_err(|e| e.to_string())?;
                     }
-                    lat_ns.push(t.elapsed().as_nanos() as u64);
-                    ops += 1;
+                    _ => {
+                        let (target, p) = (target.clone(), p.clone());
+                        tokio::task::spawn_blocking(move || target.commit(&p))
+                            .await
+                            .map_err(|e| e.to_string())??;
+                    }
                 }
-                // The seed 001 figure is the total time from spawning the first task.
-                Ok::<Part, String>(Part {
-                    lat_ns,
-                    ops,
-                    start,
-                    end: Instant::now(),
-                })
-            });
-        }
-        let mut parts = Vec::new();
-        while let Some(r) = set.join_next().await {
-            parts.push(r.map_err(|e| e.to_string())??);
-        }
-        Ok(parts)
+                lat_ns.push(t.elapsed().as_nanos() as u64);
+                ops += 1;
+            }
+            Ok::<Part, String>(Part {
+                lat_ns,
+                ops,
+                start,
+                end: Instant::now(),
+            })
+        });
     }
+    let mut parts = Vec::new();
+    while let Some(r) = set.join_next().await {
+        parts.push(r.map_err(|e| e.to_string())??);
+    }
+    Ok(parts)
 }
 
 /// Today's UTC date as YYYY-MM-DD (civil-from-days, so no date crate is needed).
@@ -640,6 +672,13 @@ mod tests {
         let d = today();
         assert_eq!(d.len(), 10);
         assert!(d.starts_with("20"));
+    }
+
+    #[test]
+    fn ops_split_exactly() {
+        assert_eq!(split(200, 3), vec![67, 67, 66]);
+        assert_eq!(split(1000, 1000).iter().sum::<u64>(), 1000);
+        assert_eq!(split(2, 4), vec![1, 1, 0, 0]);
     }
 
     #[test]

@@ -62,7 +62,8 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// A markdown table with one row per cell: medians over repeats, in first-run order.
+/// A markdown table with one row per cell: medians over repeats (of every column
+/// separately), in first-run order.
 pub fn table(results: &[CommitResult]) -> String {
     let mut order = Vec::new();
     let mut groups: BTreeMap<_, Vec<&CommitResult>> = BTreeMap::new();
@@ -82,9 +83,11 @@ pub fn table(results: &[CommitResult]) -> String {
         "record B",
         "prealloc",
         "commits/s",
+        "wall ms",
         "p50 µs",
         "p99 µs",
         "p99.9 µs",
+        "max µs",
         "fsyncs/commit",
         "runs",
     ]);
@@ -92,7 +95,7 @@ pub fn table(results: &[CommitResult]) -> String {
         let g = &groups[&k];
         let m = |f: fn(&CommitResult) -> f64| median(g.iter().map(|r| f(r)).collect());
         let callers = if k.3 > 0 {
-            format!("{} tasks", k.3)
+            format!("{} tasks ({})", k.3, g[0].async_mode)
         } else {
             format!("{} threads", k.2)
         };
@@ -103,9 +106,11 @@ pub fn table(results: &[CommitResult]) -> String {
             k.4.to_string(),
             k.5.clone(),
             format!("{:.0}", m(|r| r.ops_per_sec)),
+            format!("{:.1}", m(|r| r.seconds * 1e3)),
             format!("{:.1}", m(|r| r.p50_us)),
             format!("{:.1}", m(|r| r.p99_us)),
             format!("{:.1}", m(|r| r.p999_us)),
+            format!("{:.1}", m(|r| r.max_us)),
             format!("{:.3}", m(|r| r.fsyncs_per_commit)),
             g.len().to_string(),
         ]);

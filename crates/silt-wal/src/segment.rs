@@ -9,8 +9,8 @@
 //!
 //! Preallocation is by zero-fill, or, with [`crate::Preallocate::Recycle`], by renaming a
 //! purged segment (records carry their segment id and LSN, so stale bytes of a recycled file
-//! never read as records). A background thread prepares segment `k + 1` as soon as a writer
-//! enters segment `k`, so rotation does not wait for preallocation.
+//! never read as records). A background thread prepares segment `k + 1` once writers pass
+//! the middle of segment `k`, so rotation does not wait for preallocation.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
-use crate::format::{record_bytes, RecordHeader, RecordType, SEGMENT_HEADER_BYTES};
+use crate::format::{record_bytes, RecordHeader, RecordType};
 use crate::wal::{Inner, WriteVia};
 use crate::Lsn;
 
@@ -216,9 +216,7 @@ fn write_runs(inner: &Inner, entries: &[Vec<u8>]) -> Result<(Vec<Lsn>, u64)> {
             });
         }
         let seg = start / s;
-        if start % s == SEGMENT_HEADER_BYTES {
-            inner.segments.prepare_ahead(seg + 1);
-        }
+        inner.prepare_next_if_due(start);
         let header = RecordHeader {
             len: payload.len() as u32,
             kind: RecordType::Data,

@@ -43,8 +43,10 @@ const YIELD_MAX_NS: u64 = 2_000_000;
 /// this many commits (see `Inner::via`).
 const MAPPED_BATCH_MIN: u64 = 64;
 
-/// At most this many `sched_yield`s while gathering a sync batch.
-const GATHER_YIELDS_MAX: usize = 4;
+/// While gathering a sync batch, wait at most this fraction of one `fdatasync`...
+const GATHER_FRACTION: u64 = 8;
+/// ...and never longer than this.
+const GATHER_MAX_NS: u64 = 250_000;
 
 /// Counters of a log since it was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -102,6 +104,8 @@ pub(crate) struct Inner {
     pub(crate) seg_bytes: u64,
     pub(crate) max_payload: usize,
     reserved: AtomicU64,
+    /// The highest segment id the background preparer was asked for.
+    prepared_up_to: AtomicU64,
     pub(crate) ring: FillRing,
     pub(crate) stream: SyncStream,
     poisoned: AtomicBool,
@@ -112,6 +116,10 @@ pub(crate) struct Inner {
     /// `appends` when the last shared sync started, and how many commits it covered.
     appends_at_sync: AtomicU64,
     last_batch: AtomicU64,
+    /// Committers inside `sync_to` now, and the most seen at once since the last sync
+    /// started (see `Inner::gather`).
+    durable_waiting: AtomicU64,
+    durable_peak: AtomicU64,
     bytes: AtomicU64,
     fsyncs: AtomicU64,
     /// Moving average of one commit `fdatasync`, in nanoseconds (sizes the yield phase).
@@ -144,6 +152,20 @@ pub(crate) enum WriteVia {
     Pwrite,
 }
 
+impl WriteVia {
+    fn write(
+        self,
+        file: &dyn crate::fs::LogFile,
+        bufs: &[&[u8]],
+        offset: u64,
+    ) -> std::io::Result<()> {
+        match self {
+            WriteVia::Mapped => file.write_mapped(bufs, offset),
+            WriteVia::Pwrite => file.write_at(bufs, offset),
+        }
+    }
+}
+
 impl Wal {
     /// Opens the log in `dir`, creating it if needed, and recovers it: a torn tail is cut off
     /// and appends continue after the last valid record.
@@ -167,6 +189,7 @@ impl Wal {
             seg_bytes,
             segments: Arc::new(segments),
             reserved: AtomicU64::new(tail),
+            prepared_up_to: AtomicU64::new(tail / seg_bytes),
             ring: FillRing::new(tail),
             stream: SyncStream::new(tail),
             poisoned: AtomicBool::new(false),
@@ -176,6 +199,8 @@ impl Wal {
             appends: AtomicU64::new(0),
             appends_at_sync: AtomicU64::new(0),
             last_batch: AtomicU64::new(0),
+            durable_waiting: AtomicU64::new(0),
+            durable_peak: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             fsyncs: AtomicU64::new(0),
             fsync_ewma_ns: AtomicU64::new(50_000),
@@ -188,7 +213,7 @@ impl Wal {
         let mut threads = Vec::new();
         let segs = inner.segments.clone();
         threads.push(spawn("silt-wal-prep", move || segs.run_preparer())?);
-        inner.segments.prepare_ahead(tail / seg_bytes + 1);
+        inner.prepare_next_if_due(tail);
         if let SyncMode::Interval(every) = opts.sync {
             let i = inner.clone();
             threads.push(spawn("silt-wal-interval", move || i.run_interval(every))?);
@@ -408,11 +433,9 @@ impl Inner {
             }
             Strategy::DirectPwrite => {
                 let (lsn, end) = self.write_record(payload, WriteVia::Pwrite)?;
+                self.wait_filled(end)?;
                 if want_sync {
-                    self.wait_filled(end)?;
                     self.sync_own(end)?;
-                } else {
-                    self.wait_filled(end)?;
                 }
                 Ok(lsn)
             }
@@ -430,7 +453,7 @@ impl Inner {
     ///
     /// The mapping's extra cost is per sync (~150 µs here), the system call's per commit
     /// (~3 µs), so when syncs cover many commits (the last batch was at least
-    /// `MAPPED_BATCH_MIN`), the mapping wins again: 1000 async tasks commit in ~half the time.
+    /// `MAPPED_BATCH_MIN`, well past the ~50-commit break-even) the mapping is used again.
     pub(crate) fn via(&self, want_sync: bool) -> WriteVia {
         let syncing_soon = want_sync || self.sync == SyncMode::Full;
         if !syncing_soon || self.last_batch.load(SeqCst) >= MAPPED_BATCH_MIN {
@@ -513,10 +536,7 @@ impl Inner {
         }
         let seg = start / s;
         let file = self.segments.get(seg)?;
-        if start % s == SEGMENT_HEADER_BYTES {
-            // First record of a segment: have the next one prepared in the background.
-            self.segments.prepare_ahead(seg + 1);
-        }
+        self.prepare_next_if_due(start);
         let header = RecordHeader {
             len: payload.len() as u32,
             kind: RecordType::Data,
@@ -525,11 +545,21 @@ impl Inner {
             durable,
         }
         .encode(payload);
-        let r = match via {
-            WriteVia::Mapped => file.write_mapped(&[&header, payload], start % s),
-            WriteVia::Pwrite => file.write_at(&[&header, payload], start % s),
-        };
-        r.map_err(|e| Error::io("write", Some(self.segments.path(seg)), e))
+        via.write(&*file, &[&header, payload], start % s)
+            .map_err(|e| Error::io("write", Some(self.segments.path(seg)), e))
+    }
+
+    /// Once a record lands in the second half of segment `k`, asks the background thread
+    /// to prepare segment `k + 1`: half a segment of lead time, and no preallocation work
+    /// competing with commits right after open (zero-filling 64 MiB on open measurably
+    /// slowed a lone durable writer during its first second).
+    pub(crate) fn prepare_next_if_due(&self, start: u64) {
+        let s = self.seg_bytes;
+        let next = start / s + 1;
+        if start % s >= s / 2 && self.prepared_up_to.load(SeqCst) < next {
+            self.prepared_up_to.fetch_max(next, SeqCst);
+            self.segments.prepare_ahead(next);
+        }
     }
 
     pub(crate) fn write_padding(&self, cur: u64, durable: u64, via: WriteVia) -> Result<()> {
@@ -548,11 +578,8 @@ impl Inner {
         }
         .encode(&[]);
         let file = self.segments.get(seg)?;
-        let r = match via {
-            WriteVia::Mapped => file.write_mapped(&[&header], cur % s),
-            WriteVia::Pwrite => file.write_at(&[&header], cur % s),
-        };
-        r.map_err(|e| Error::io("write", Some(self.segments.path(seg)), e))
+        via.write(&*file, &[&header], cur % s)
+            .map_err(|e| Error::io("write", Some(self.segments.path(seg)), e))
     }
 
     pub(crate) fn count_append(&self, payload_bytes: usize) {
@@ -600,7 +627,11 @@ impl Inner {
                 need - 1
             )));
         }
-        self.stream.sync_to(need, self.durable_backoff(), self)
+        let waiting = self.durable_waiting.fetch_add(1, SeqCst) + 1;
+        self.durable_peak.fetch_max(waiting, SeqCst);
+        let r = self.stream.sync_to(need, self.durable_backoff(), self);
+        self.durable_waiting.fetch_sub(1, SeqCst);
+        r
     }
 
     /// How a committer waits for a sync: it yields (instead of parking) for about two
@@ -714,19 +745,22 @@ impl SyncEnv for Inner {
     }
 
     fn gather(&self) {
-        // Batch-size feedback instead of a timer: only when the previous sync covered more
-        // than one commit is there anyone to wait for. On a 2-core machine the committers a
-        // sync just acknowledged need a moment of CPU to come back with their next commit;
-        // syncing before they do gives alternating batches of 1 and n-1. Yield while new
-        // reservations keep arriving (at most a few times), then let their copies land.
-        // A lone writer's batches are always 1, so it never yields.
-        if self.last_batch.load(SeqCst) > 1 {
-            for _ in 0..GATHER_YIELDS_MAX {
-                let before = self.reserved.load(SeqCst);
+        // Concurrency feedback instead of a timer. `durable_peak` is the most committers
+        // seen waiting for durability at once since the last sync started. If that is more
+        // than are waiting now, the others are on their way back with their next commit (on
+        // 2 cores they need a moment of CPU after the last sync woke them): wait for them,
+        // a bounded fraction of one fdatasync, so one sync covers them all instead of
+        // alternating batches of 1 and n-1. A lone writer's peak is 1: it never waits.
+        let peak = self
+            .durable_peak
+            .swap(self.durable_waiting.load(SeqCst), SeqCst);
+        if peak > 1 {
+            let limit = Duration::from_nanos(
+                (self.fsync_ewma_ns.load(SeqCst) / GATHER_FRACTION).min(GATHER_MAX_NS),
+            );
+            let start = Instant::now();
+            while self.durable_waiting.load(SeqCst) < peak && start.elapsed() < limit {
                 std::thread::yield_now();
-                if self.reserved.load(SeqCst) == before {
-                    break;
-                }
             }
             let reserved = self.reserved.load(SeqCst);
             self.filled_ev.wait(self.backoff, || {

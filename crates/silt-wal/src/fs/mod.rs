@@ -14,11 +14,11 @@ use std::sync::Arc;
 
 mod delay;
 mod os;
-mod simfs;
+mod sim;
 
 pub use delay::DelayFs;
 pub use os::OsFs;
-pub use simfs::{CrashMode, FailOp, SimFs};
+pub use sim::{CrashMode, FailOp, SimFs};
 
 /// A directory tree of log files.
 ///
