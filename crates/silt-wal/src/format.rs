@@ -188,6 +188,24 @@ impl RecordHeader {
         })
     }
 
+    /// The encoded header of a data record holding `payload` at `lsn`, written when the
+    /// durable watermark was `durable`.
+    pub fn data(
+        payload: &[u8],
+        lsn: u64,
+        segment_bytes: u64,
+        durable: u64,
+    ) -> [u8; RECORD_HEADER_BYTES] {
+        RecordHeader {
+            len: payload.len() as u32,
+            kind: RecordType::Data,
+            segment_id: lsn / segment_bytes,
+            lsn,
+            durable,
+        }
+        .encode(payload)
+    }
+
     /// Checks the header's checksum over its own bytes `b` and the `payload` (empty for
     /// padding).
     pub fn verify(b: &[u8], payload: &[u8]) -> bool {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
-use crate::format::{record_bytes, RecordHeader, RecordType};
+use crate::format::{record_bytes, RecordHeader};
 use crate::wal::{Inner, WriteVia};
 use crate::Lsn;
 
@@ -215,16 +215,8 @@ fn write_runs(inner: &Inner, entries: &[Vec<u8>]) -> Result<(Vec<Lsn>, u64)> {
                 spans: Vec::new(),
             });
         }
-        let seg = start / s;
         inner.prepare_next_if_due(start);
-        let header = RecordHeader {
-            len: payload.len() as u32,
-            kind: RecordType::Data,
-            segment_id: seg,
-            lsn: start,
-            durable,
-        }
-        .encode(payload);
+        let header = RecordHeader::data(payload, start, s, durable);
         let r = run.as_mut().expect("a run is open");
         r.buf.extend_from_slice(&header);
         r.buf.extend_from_slice(payload);

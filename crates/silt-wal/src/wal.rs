@@ -47,6 +47,8 @@ const MAPPED_BATCH_MIN: u64 = 64;
 const GATHER_FRACTION: u64 = 8;
 /// ...and never longer than this.
 const GATHER_MAX_NS: u64 = 250_000;
+/// Then at most this many `sched_yield`s while new reservations keep arriving.
+const GATHER_YIELDS_MAX: usize = 4;
 
 /// Counters of a log since it was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -537,14 +539,7 @@ impl Inner {
         let seg = start / s;
         let file = self.segments.get(seg)?;
         self.prepare_next_if_due(start);
-        let header = RecordHeader {
-            len: payload.len() as u32,
-            kind: RecordType::Data,
-            segment_id: seg,
-            lsn: start,
-            durable,
-        }
-        .encode(payload);
+        let header = RecordHeader::data(payload, start, s, durable);
         via.write(&*file, &[&header, payload], start % s)
             .map_err(|e| Error::io("write", Some(self.segments.path(seg)), e))
     }
@@ -761,6 +756,14 @@ impl SyncEnv for Inner {
             let start = Instant::now();
             while self.durable_waiting.load(SeqCst) < peak && start.elapsed() < limit {
                 std::thread::yield_now();
+            }
+            // Then, while new reservations keep arriving, let them in too.
+            for _ in 0..GATHER_YIELDS_MAX {
+                let before = self.reserved.load(SeqCst);
+                std::thread::yield_now();
+                if self.reserved.load(SeqCst) == before {
+                    break;
+                }
             }
             let reserved = self.reserved.load(SeqCst);
             self.filled_ev.wait(self.backoff, || {
