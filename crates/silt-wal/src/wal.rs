@@ -285,6 +285,13 @@ impl Wal {
         self.inner.stream.durable()
     }
 
+    /// The reservation watermark: every record already appended, or being appended by a
+    /// call that has started reserving space, has an LSN below it; every later append gets
+    /// an LSN at or above it.
+    pub fn reserved_lsn(&self) -> Lsn {
+        self.inner.reserved.load(SeqCst)
+    }
+
     /// The largest payload this log accepts.
     pub fn max_payload_bytes(&self) -> usize {
         self.inner.max_payload
