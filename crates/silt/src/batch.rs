@@ -1,0 +1,259 @@
+//! [`WriteBatch`]: a group of writes applied atomically, across column families, and its
+//! encoding as one log record payload.
+//!
+//! ```text
+//! payload = count: u32 LE, then `count` entries
+//! entry   = kind: u8 | cf: u32 LE | key_len: u32 LE | key | (Put only) value_len: u32 LE | value
+//! ```
+//!
+//! The record's LSN is the seqno of every entry in it (see `docs/design.md`); the log's
+//! checksum covers the payload. Decoding checks every length against the payload.
+
+use crate::error::{Error, Result};
+use crate::key::{Kind, MAX_KEY_BYTES};
+use crate::ColumnFamily;
+
+/// The largest value the engine accepts (and a batch's total payload, bounded by the log).
+pub const MAX_VALUE_BYTES: usize = 16 * 1024 * 1024;
+
+/// A group of puts and deletes, applied all or nothing by [`crate::Db::write`].
+///
+/// Within a batch a later write to the same key wins.
+///
+/// # Examples
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = silt::Db::builder(dir.path()).open().unwrap();
+/// let mut batch = silt::WriteBatch::new();
+/// batch.put(b"a", b"1");
+/// batch.delete(b"b");
+/// db.write(batch, silt::WriteOptions::default()).unwrap();
+/// assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteBatch {
+    buf: Vec<u8>,
+    count: u32,
+}
+
+/// One decoded batch entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BatchEntry<'a> {
+    pub kind: Kind,
+    pub cf: u32,
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> WriteBatch {
+        WriteBatch {
+            buf: vec![0; 4],
+            count: 0,
+        }
+    }
+
+    /// Writes `value` under `key` in the default column family.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
+        self.push(Kind::Put, 0, key, Some(value))
+    }
+
+    /// Deletes `key` from the default column family.
+    pub fn delete(&mut self, key: &[u8]) -> &mut Self {
+        self.push(Kind::Delete, 0, key, None)
+    }
+
+    /// Deletes `key` for a write-once key (seed 002's queue pattern): the tombstone and the
+    /// put cancel out in compaction, leaving nothing behind.
+    ///
+    /// Defined only if, since the key's previous single delete (or ever), it was put exactly
+    /// once and never removed with [`WriteBatch::delete`] — as in RocksDB. Otherwise an
+    /// older value may reappear.
+    pub fn single_delete(&mut self, key: &[u8]) -> &mut Self {
+        self.push(Kind::SingleDelete, 0, key, None)
+    }
+
+    /// [`WriteBatch::put`] in column family `cf`.
+    pub fn put_cf(&mut self, cf: &ColumnFamily, key: &[u8], value: &[u8]) -> &mut Self {
+        self.push(Kind::Put, cf.id, key, Some(value))
+    }
+
+    /// [`WriteBatch::delete`] in column family `cf`.
+    pub fn delete_cf(&mut self, cf: &ColumnFamily, key: &[u8]) -> &mut Self {
+        self.push(Kind::Delete, cf.id, key, None)
+    }
+
+    /// [`WriteBatch::single_delete`] in column family `cf`.
+    pub fn single_delete_cf(&mut self, cf: &ColumnFamily, key: &[u8]) -> &mut Self {
+        self.push(Kind::SingleDelete, cf.id, key, None)
+    }
+
+    /// Writes in the batch.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// Whether the batch holds no writes.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Bytes of the encoded batch.
+    pub fn encoded_bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Removes every write.
+    pub fn clear(&mut self) {
+        self.buf.truncate(4);
+        self.buf[..4].copy_from_slice(&[0; 4]);
+        self.count = 0;
+    }
+
+    fn push(&mut self, kind: Kind, cf: u32, key: &[u8], value: Option<&[u8]>) -> &mut Self {
+        if self.buf.len() < 4 {
+            self.buf.resize(4, 0);
+        }
+        self.buf.push(kind as u8);
+        self.buf.extend_from_slice(&cf.to_le_bytes());
+        // Oversized keys and values are kept (lengths saturate) and rejected by `validate`
+        // when the batch is written, so the builder methods stay infallible.
+        self.buf
+            .extend_from_slice(&u32::try_from(key.len()).unwrap_or(u32::MAX).to_le_bytes());
+        self.buf.extend_from_slice(key);
+        if let Some(v) = value {
+            self.buf
+                .extend_from_slice(&u32::try_from(v.len()).unwrap_or(u32::MAX).to_le_bytes());
+            self.buf.extend_from_slice(v);
+        }
+        self.count += 1;
+        self.buf[..4].copy_from_slice(&self.count.to_le_bytes());
+        self
+    }
+
+    /// Checks key and value sizes; `InvalidArgument` names the first offender.
+    pub(crate) fn validate(&self) -> Result<()> {
+        for e in decode(&self.buf).map_err(|_| Error::invalid("malformed write batch"))? {
+            if e.key.len() > MAX_KEY_BYTES {
+                return Err(Error::invalid(format!(
+                    "a key of {} bytes is over the limit of {MAX_KEY_BYTES} bytes",
+                    e.key.len()
+                )));
+            }
+            if e.value.len() > MAX_VALUE_BYTES {
+                return Err(Error::invalid(format!(
+                    "a value of {} bytes is over the limit of {MAX_VALUE_BYTES} bytes",
+                    e.value.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn payload(&self) -> &[u8] {
+        &self.buf
+    }
+
+    pub(crate) fn cf_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        decode(&self.buf).into_iter().flatten().map(|e| e.cf)
+    }
+}
+
+/// Why a payload did not decode.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct BadBatch(pub &'static str);
+
+fn take<'a>(p: &mut &'a [u8], n: usize) -> Result<&'a [u8], BadBatch> {
+    if p.len() < n {
+        return Err(BadBatch("entry runs past the end of the batch"));
+    }
+    let (a, b) = p.split_at(n);
+    *p = b;
+    Ok(a)
+}
+
+fn take_u32(p: &mut &[u8]) -> Result<u32, BadBatch> {
+    let b = take(p, 4)?;
+    Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Decodes a batch payload, checking every length.
+pub(crate) fn decode(payload: &[u8]) -> Result<Vec<BatchEntry<'_>>, BadBatch> {
+    let mut p = payload;
+    let count = take_u32(&mut p)?;
+    // Each entry takes at least 9 bytes: do not trust `count` for the allocation.
+    let mut out = Vec::with_capacity((count as usize).min(p.len() / 9));
+    for _ in 0..count {
+        let kind = take(&mut p, 1)?[0];
+        let kind = Kind::from_u8(kind).ok_or(BadBatch("unknown entry kind"))?;
+        let cf = take_u32(&mut p)?;
+        let klen = take_u32(&mut p)? as usize;
+        let key = take(&mut p, klen)?;
+        let value = if kind == Kind::Put {
+            let vlen = take_u32(&mut p)? as usize;
+            take(&mut p, vlen)?
+        } else {
+            &[]
+        };
+        out.push(BatchEntry {
+            kind,
+            cf,
+            key,
+            value,
+        });
+    }
+    if !p.is_empty() {
+        return Err(BadBatch("bytes after the last entry"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn round_trip() {
+        let mut b = WriteBatch::new();
+        b.put(b"k", b"v").delete(b"d").single_delete(b"s");
+        let e = decode(b.payload()).unwrap();
+        assert_eq!(e.len(), 3);
+        assert_eq!(
+            (e[0].kind, e[0].key, e[0].value),
+            (Kind::Put, &b"k"[..], &b"v"[..])
+        );
+        assert_eq!(e[1].kind, Kind::Delete);
+        assert_eq!(e[2].kind, Kind::SingleDelete);
+        b.clear();
+        assert!(b.is_empty());
+        assert_eq!(decode(b.payload()).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn oversized_key_is_invalid_argument() {
+        let mut b = WriteBatch::new();
+        b.put(&vec![0; MAX_KEY_BYTES + 1], b"");
+        assert!(matches!(b.validate(), Err(Error::InvalidArgument(_))));
+    }
+
+    proptest! {
+        #[test]
+        fn truncations_and_flips_never_panic(
+            keys in proptest::collection::vec((any::<Vec<u8>>(), any::<Vec<u8>>()), 0..8),
+            cut in any::<usize>(), flip in any::<(usize, u8)>())
+        {
+            let mut b = WriteBatch::new();
+            for (k, v) in &keys { b.put(k, v); }
+            let p = b.payload().to_vec();
+            prop_assert_eq!(decode(&p).unwrap().len(), keys.len());
+            let _ = decode(&p[..cut % (p.len() + 1)]);
+            let mut q = p.clone();
+            let i = flip.0 % q.len();
+            q[i] ^= flip.1;
+            let _ = decode(&q);
+        }
+    }
+}

@@ -1,0 +1,1382 @@
+//! [`Db`]: the engine — write path, read path, flush and recovery. Compaction is in
+//! `compaction.rs`, the user-facing iterators in `read.rs`.
+//!
+//! ## Write path and its invariants
+//!
+//! A write (one [`WriteBatch`]) goes:
+//!
+//! 1. *register*: under the `inflight` mutex it records the log's reservation watermark
+//!    `r0` (its LSN will be `>= r0`);
+//! 2. *log*: `Wal::append_with` gives the batch's LSN, which is the seqno of every entry
+//!    (acknowledged per sync mode: durable first under `Full`);
+//! 3. *apply*: it inserts the entries into the memtable that owns that seqno (memtable
+//!    invariant 1), under the super-version read lock;
+//! 4. *complete*: it leaves `inflight`; the `visible` watermark becomes the smallest `r0`
+//!    still registered (or the log's reservation watermark if none is);
+//! 5. it returns once `visible > lsn`.
+//!
+//! Invariants:
+//!
+//! * **W1** seqno order = log order (seqno = LSN), so recovery's log prefix is a seqno prefix.
+//! * **W2** A reader reads at `visible`: every batch with a seqno below it is completely in
+//!   a memtable or table, so a reader never sees half a batch, nor commit k+1 without k.
+//!   Under `Full`, a batch is applied only after it is durable, so no reader sees a commit
+//!   a machine crash could take back.
+//! * **W3** `log_start` (in the manifest) only moves to a memtable boundary `b` once every
+//!   batch below `b` is in a table whose addition the manifest made durable.
+//! * **W4** After any failed fdatasync (log, table, manifest) or failed background job the
+//!   database is poisoned: no more writes, ever, until reopened.
+
+use std::collections::{BTreeMap, HashSet};
+use std::ops::RangeBounds;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use silt_wal::fs::{FileSystem, OsFs};
+use silt_wal::{AppendOptions, Wal};
+
+use crate::batch::{self, WriteBatch};
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::{self, Kind, Seqno, MAX_SEQNO};
+use crate::manifest::{Edit, Manifest, LEVELS};
+use crate::memtable::Memtable;
+use crate::options::{DbBuilder, WriteOptions, STALL_WAIT};
+use crate::read::{Bounds, Iter};
+use crate::sstable::{TableBuilder, TableOptions};
+use crate::table_meta::{table_file_name, TableMeta};
+use crate::version::{TableCache, Version, VersionBuilder};
+
+/// The name of the column family every database has.
+pub const DEFAULT_CF: &str = "default";
+
+/// An open database. Cheap to clone; share it between threads.
+///
+/// # Examples
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = silt::Db::open(dir.path()).unwrap();
+/// db.put(b"hello", b"world").unwrap();
+/// assert_eq!(db.get(b"hello").unwrap().as_deref(), Some(&b"world"[..]));
+/// let all: Vec<_> = db.iter().collect::<Result<_, _>>().unwrap();
+/// assert_eq!(all, vec![(b"hello".to_vec(), b"world".to_vec())]);
+/// ```
+pub struct Db {
+    pub(crate) inner: Arc<DbInner>,
+}
+
+impl Clone for Db {
+    fn clone(&self) -> Db {
+        self.inner.handles.fetch_add(1, SeqCst);
+        Db {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("dir", &self.inner.dir).finish()
+    }
+}
+
+/// A handle on one column family, from [`Db::cf`] or [`Db::create_cf`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColumnFamily {
+    pub(crate) id: u32,
+    pub(crate) name: Arc<str>,
+}
+
+impl ColumnFamily {
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// What readers see: the memtables (newest first, the active one at index 0) and the
+/// tables.
+#[derive(Debug)]
+pub(crate) struct SuperVersion {
+    pub(crate) mems: Vec<Arc<Memtable>>,
+    pub(crate) version: Arc<Version>,
+}
+
+pub(crate) struct State {
+    pub(crate) manifest: Manifest,
+    pub(crate) builder: VersionBuilder,
+}
+
+#[derive(Default)]
+struct Inflight {
+    writers: BTreeMap<(u64, u64), ()>,
+    next_ticket: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) user_bytes: AtomicU64,
+    pub(crate) flush_bytes: AtomicU64,
+    pub(crate) flushes: AtomicU64,
+    pub(crate) compaction_read_bytes: AtomicU64,
+    pub(crate) compaction_write_bytes: AtomicU64,
+    pub(crate) compactions: AtomicU64,
+    pub(crate) stalls: AtomicU64,
+    pub(crate) stall_micros: AtomicU64,
+}
+
+pub(crate) struct DbInner {
+    pub(crate) opts: DbBuilder,
+    pub(crate) fs: Arc<dyn FileSystem>,
+    pub(crate) dir: PathBuf,
+    pub(crate) tables_dir: PathBuf,
+    pub(crate) wal: Wal,
+    pub(crate) sv: RwLock<Arc<SuperVersion>>,
+    pub(crate) state: Mutex<State>,
+    inflight: Mutex<Inflight>,
+    visible: AtomicU64,
+    pub(crate) snapshots: Mutex<BTreeMap<Seqno, usize>>,
+    pub(crate) tables: Arc<TableCache>,
+    pub(crate) table_opts: TableOptions,
+    pub(crate) next_table_id: AtomicU64,
+    rotating: Mutex<()>,
+    /// Signals background threads (new immutable memtable, new tables, shutdown) and
+    /// stalled writers (a flush or compaction finished).
+    pub(crate) bg_lock: Mutex<()>,
+    pub(crate) bg_cv: Condvar,
+    pub(crate) busy: Mutex<HashSet<u64>>,
+    pub(crate) compact_pointer: Mutex<BTreeMap<(u32, usize), Vec<u8>>>,
+    pub(crate) poisoned: AtomicBool,
+    pub(crate) bg_error: Mutex<Option<String>>,
+    pub(crate) closing: AtomicBool,
+    pub(crate) counters: Counters,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Live `Db` handles.
+    handles: std::sync::atomic::AtomicUsize,
+}
+
+impl Db {
+    /// Options for opening the database at `path`; see [`DbBuilder`] for the defaults.
+    pub fn builder(path: impl AsRef<Path>) -> DbBuilder {
+        DbBuilder::new(path.as_ref().to_path_buf())
+    }
+
+    /// Opens (or creates) the database at `path` with default options.
+    ///
+    /// # Errors
+    ///
+    /// As [`DbBuilder::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Db> {
+        Db::builder(path).open()
+    }
+
+    pub(crate) fn open_with(opts: DbBuilder) -> Result<Db> {
+        let fs: Arc<dyn FileSystem> = opts.fs.clone().unwrap_or_else(|| OsFs::new());
+        let dir = opts.path.clone();
+        let tables_dir = dir.join("tables");
+        let wal_dir = dir.join("wal");
+        fs.create_dir_all(&dir)
+            .map_err(|e| Error::io("create directory", Some(dir.clone()), e))?;
+        let manifest = if Manifest::exists(&*fs, &dir)? {
+            Manifest::open(fs.clone(), &dir)?
+        } else if opts.create_if_missing {
+            fs.create_dir_all(&tables_dir)
+                .map_err(|e| Error::io("create directory", Some(tables_dir.clone()), e))?;
+            fs.create_dir_all(&wal_dir)
+                .map_err(|e| Error::io("create directory", Some(wal_dir.clone()), e))?;
+            Manifest::create(fs.clone(), &dir)?
+        } else {
+            return Err(Error::invalid(format!(
+                "no database at {}; use create_if_missing(true) to create one",
+                dir.display()
+            )));
+        };
+        fs.create_dir_all(&tables_dir)
+            .map_err(|e| Error::io("create directory", Some(tables_dir.clone()), e))?;
+        remove_orphans(&*fs, &tables_dir, &manifest)?;
+
+        let wal = Wal::open(
+            &wal_dir,
+            silt_wal::Options::default()
+                .sync(opts.sync)
+                .strategy(opts.strategy)
+                .segment_bytes(opts.wal_segment_bytes)
+                .fs(fs.clone()),
+        )?;
+
+        if wal.reserved_lsn() < manifest.state().log_start {
+            // The manifest says the log was durable up to `log_start` (invariant W3); a log
+            // ending before it lost durable records, and new writes would reuse seqnos
+            // below data already in tables.
+            return Err(Error::corruption(
+                wal_dir.clone(),
+                wal.reserved_lsn(),
+                format!(
+                    "the log ends at LSN {} but the manifest has tables up to LSN {}",
+                    wal.reserved_lsn(),
+                    manifest.state().log_start
+                ),
+            ));
+        }
+        let blocks = Arc::new(BlockCache::new(opts.block_cache_bytes));
+        let tables = Arc::new(TableCache::new(
+            fs.clone(),
+            tables_dir.clone(),
+            opts.table_cache_tables,
+            blocks,
+        ));
+        let mut builder = VersionBuilder::new(tables.clone());
+        let version = Arc::new(builder.build(manifest.state()));
+        let log_start = manifest.state().log_start;
+        let next_table_id = manifest.state().next_table_id;
+        let table_opts = TableOptions {
+            block_size_bytes: opts.block_size_bytes,
+            bloom_bits_per_key: opts.bloom_bits_per_key,
+            compression: opts.compression,
+            ..TableOptions::default()
+        };
+        let first = Arc::new(Memtable::new(log_start));
+        let inner = Arc::new(DbInner {
+            fs,
+            dir,
+            tables_dir,
+            wal,
+            sv: RwLock::new(Arc::new(SuperVersion {
+                mems: vec![first],
+                version,
+            })),
+            state: Mutex::new(State { manifest, builder }),
+            inflight: Mutex::new(Inflight::default()),
+            visible: AtomicU64::new(log_start),
+            snapshots: Mutex::new(BTreeMap::new()),
+            tables,
+            table_opts,
+            next_table_id: AtomicU64::new(next_table_id),
+            rotating: Mutex::new(()),
+            bg_lock: Mutex::new(()),
+            bg_cv: Condvar::new(),
+            busy: Mutex::new(HashSet::new()),
+            compact_pointer: Mutex::new(BTreeMap::new()),
+            poisoned: AtomicBool::new(false),
+            bg_error: Mutex::new(None),
+            closing: AtomicBool::new(false),
+            counters: Counters::default(),
+            threads: Mutex::new(Vec::new()),
+            handles: std::sync::atomic::AtomicUsize::new(1),
+            opts,
+        });
+        inner.replay(log_start)?;
+        inner.visible.store(inner.wal.reserved_lsn(), SeqCst);
+        DbInner::start_threads(&inner)?;
+        Ok(Db { inner })
+    }
+
+    // ---------------------------------------------------------------- column families
+
+    /// The default column family.
+    pub fn default_cf(&self) -> ColumnFamily {
+        ColumnFamily {
+            id: 0,
+            name: DEFAULT_CF.into(),
+        }
+    }
+
+    /// The column family named `name`.
+    ///
+    /// # Errors
+    ///
+    /// `ColumnFamilyNotFound` if there is none.
+    pub fn cf(&self, name: &str) -> Result<ColumnFamily> {
+        let sv = self.inner.super_version();
+        sv.version
+            .cfs
+            .values()
+            .find(|c| c.name == name)
+            .map(|c| ColumnFamily {
+                id: c.id,
+                name: name.into(),
+            })
+            .ok_or_else(|| Error::ColumnFamilyNotFound(name.into()))
+    }
+
+    /// The names of every column family, in creation order.
+    pub fn list_cfs(&self) -> Vec<String> {
+        let sv = self.inner.super_version();
+        sv.version.cfs.values().map(|c| c.name.clone()).collect()
+    }
+
+    /// Creates a column family (durably) and returns its handle; returns the existing one
+    /// if `name` exists.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for an empty name; `Io`/`Poisoned` if the manifest write failed.
+    pub fn create_cf(&self, name: &str) -> Result<ColumnFamily> {
+        if name.is_empty() || name.len() > 255 {
+            return Err(Error::invalid("a column family name has 1 to 255 bytes"));
+        }
+        self.inner.check_writable()?;
+        let mut st = self.inner.state.lock();
+        if let Some(c) = st.manifest.state().cfs.values().find(|c| c.name == name) {
+            return Ok(ColumnFamily {
+                id: c.id,
+                name: name.into(),
+            });
+        }
+        let id = st.manifest.state().next_cf_id;
+        let r = st.manifest.log_and_apply(vec![Edit::CreateCf {
+            id,
+            name: name.to_string(),
+        }]);
+        self.inner.after_manifest(&mut st, r)?;
+        Ok(ColumnFamily {
+            id,
+            name: name.into(),
+        })
+    }
+
+    /// Drops a column family: its data is unreachable at once and its files are deleted
+    /// when no reader uses them. The default column family cannot be dropped.
+    ///
+    /// # Errors
+    ///
+    /// `ColumnFamilyNotFound`; `InvalidArgument` for the default one; `Io`/`Poisoned`.
+    pub fn drop_cf(&self, name: &str) -> Result<()> {
+        if name == DEFAULT_CF {
+            return Err(Error::invalid(
+                "the default column family cannot be dropped",
+            ));
+        }
+        self.inner.check_writable()?;
+        let mut st = self.inner.state.lock();
+        let id = st
+            .manifest
+            .state()
+            .cfs
+            .values()
+            .find(|c| c.name == name)
+            .map(|c| c.id)
+            .ok_or_else(|| Error::ColumnFamilyNotFound(name.into()))?;
+        let r = st.manifest.log_and_apply(vec![Edit::DropCf { id }]);
+        self.inner.after_manifest(&mut st, r)
+    }
+
+    // ---------------------------------------------------------------- writes
+
+    /// Writes `value` under `key` in the default column family.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for a key over 64 KiB or a value over 16 MiB; `Poisoned` after a
+    /// failed fdatasync; `Io` if this write's log write or sync failed; `Closed`.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// Deletes `key` from the default column family.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::put`].
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// Deletes `key`, which was put at most once since it was last deleted (see
+    /// [`WriteBatch::single_delete`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::put`].
+    pub fn single_delete(&self, key: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.single_delete(key);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// [`Db::put`] in column family `cf`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::put`], and `ColumnFamilyNotFound` if `cf` was dropped.
+    pub fn put_cf(&self, cf: &ColumnFamily, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put_cf(cf, key, value);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// [`Db::delete`] in column family `cf`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::put_cf`].
+    pub fn delete_cf(&self, cf: &ColumnFamily, key: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete_cf(cf, key);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// Applies a batch atomically: after a crash, either all of it or none of it is there,
+    /// and no reader ever sees part of it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::put_cf`]. On error nothing of the batch is visible (until a reopen replays
+    /// the log, if the record reached it: an `Io` error on sync does not mean the batch is
+    /// absent after a crash).
+    pub fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
+        self.inner.write(&batch, opts)
+    }
+
+    /// Makes every acknowledged write durable (one shared fdatasync).
+    ///
+    /// # Errors
+    ///
+    /// `Io`/`Poisoned` if the sync failed.
+    pub fn sync(&self) -> Result<()> {
+        self.inner
+            .wal
+            .sync()
+            .map_err(|e| self.inner.on_wal_error(e))
+    }
+
+    // ---------------------------------------------------------------- reads
+
+    /// The value of `key` in the default column family.
+    ///
+    /// # Errors
+    ///
+    /// `Io` or `Corruption` (naming the table) if a table could not be read.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.get(0, key, self.inner.visible())
+    }
+
+    /// The value of `key` in column family `cf`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::get`], and `ColumnFamilyNotFound`.
+    pub fn get_cf(&self, cf: &ColumnFamily, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.get(cf.id, key, self.inner.visible())
+    }
+
+    /// Every key-value pair of the default column family, in key order; `.rev()` walks
+    /// backwards. Shorthand for `range::<&[u8], _>(..)`.
+    pub fn iter(&self) -> Iter {
+        self.range::<&[u8], _>(..)
+    }
+
+    /// The key-value pairs of the default column family in `range`, in key order; `.rev()`
+    /// walks backwards. The iterator reads a consistent view as of its creation.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
+        self.inner
+            .iter(0, Bounds::from_range(range), self.inner.visible(), None)
+    }
+
+    /// [`Db::range`] in column family `cf`.
+    pub fn range_cf<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, cf: &ColumnFamily, range: R) -> Iter {
+        self.inner
+            .iter(cf.id, Bounds::from_range(range), self.inner.visible(), None)
+    }
+
+    /// The pairs of the default column family whose key starts with `prefix`.
+    pub fn prefix(&self, prefix: &[u8]) -> Iter {
+        self.inner
+            .iter(0, Bounds::prefix(prefix), self.inner.visible(), None)
+    }
+
+    /// [`Db::prefix`] in column family `cf`.
+    pub fn prefix_cf(&self, cf: &ColumnFamily, prefix: &[u8]) -> Iter {
+        self.inner
+            .iter(cf.id, Bounds::prefix(prefix), self.inner.visible(), None)
+    }
+
+    /// A cursor over the default column family that can seek anywhere, as of now.
+    pub fn cursor(&self) -> crate::read::Cursor {
+        self.cursor_cf(&self.default_cf())
+    }
+
+    /// A cursor over column family `cf`.
+    pub fn cursor_cf(&self, cf: &ColumnFamily) -> crate::read::Cursor {
+        crate::read::Cursor::new(self.inner.clone(), cf.id, self.inner.visible(), None)
+    }
+
+    /// A consistent read view: reads through it see exactly the writes acknowledged before
+    /// it was taken (and compaction keeps what it needs while it lives).
+    pub fn snapshot(&self) -> Snapshot {
+        let mut s = self.inner.snapshots.lock();
+        let seqno = self.inner.visible();
+        *s.entry(seqno).or_insert(0) += 1;
+        Snapshot {
+            db: self.clone(),
+            seqno,
+        }
+    }
+
+    // ---------------------------------------------------------------- maintenance
+
+    /// Writes the memtable to a table and waits for it (and any older frozen memtable).
+    ///
+    /// # Errors
+    ///
+    /// `Io`/`Corruption`/`Poisoned` from the flush.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.check_writable()?;
+        self.inner.rotate(true);
+        self.inner.wait_flushed()
+    }
+
+    /// Compacts every table of `cf` overlapping `range` down to the last level, dropping
+    /// overwritten values and tombstones no snapshot needs.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::flush`].
+    pub fn compact_range<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        cf: &ColumnFamily,
+        range: R,
+    ) -> Result<()> {
+        self.flush()?;
+        let b = Bounds::from_range(range);
+        crate::compaction::compact_range(&self.inner, cf.id, &b)
+    }
+
+    /// Every stored entry of `key` in `cf`, per source (memtables, then tables by level),
+    /// for diagnostics: `"L{level} t{id}: seqno kind"`. Not a stable interface.
+    #[doc(hidden)]
+    pub fn debug_entries(&self, cf: &ColumnFamily, key: &[u8]) -> Vec<String> {
+        let sv = self.inner.super_version();
+        let mut out = Vec::new();
+        let mut dump = |name: String, it: &mut dyn crate::iter::InternalIterator| {
+            it.seek(&key::seek_key(key, MAX_SEQNO + 1));
+            while it.valid() {
+                match key::parse(it.key()) {
+                    Some(p) if p.user_key == key => out.push(format!(
+                        "{name}: {} {:?} len {}",
+                        p.seqno,
+                        p.kind,
+                        it.value().len()
+                    )),
+                    _ => break,
+                }
+                it.next();
+            }
+        };
+        for (i, m) in sv.mems.iter().enumerate() {
+            dump(
+                format!("mem{i} (from {})", m.first_seqno()),
+                &mut m.iter(cf.id),
+            );
+        }
+        if let Some(cfv) = sv.version.cfs.get(&cf.id) {
+            for (l, tables) in cfv.levels.iter().enumerate() {
+                for t in tables {
+                    if let Ok(table) = t.table() {
+                        let mut it = crate::sstable::TableIter::new_with(&table, false);
+                        dump(
+                            format!(
+                                "L{l} t{} [{}..{}]",
+                                t.meta.id, t.meta.smallest_seqno, t.meta.largest_seqno
+                            ),
+                            &mut it,
+                        );
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Why the database is poisoned, if a background flush or compaction (or a manifest
+    /// write) failed: the first such error's message.
+    pub fn background_error(&self) -> Option<String> {
+        self.inner.bg_error.lock().clone()
+    }
+
+    /// Counters and sizes; see [`Stats`].
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// Stops background work and waits for it. Everything acknowledged stays recoverable:
+    /// under `Interval` the log is synced first. Other handles to this database get
+    /// `Closed` afterwards.
+    ///
+    /// # Errors
+    ///
+    /// The background error that poisoned the database, if one did; `Io` from the final
+    /// sync.
+    pub fn close(self) -> Result<()> {
+        let r = if matches!(self.inner.opts.sync, silt_wal::SyncMode::Interval(_)) {
+            self.inner.wal.sync().map_err(Error::from)
+        } else {
+            Ok(())
+        };
+        self.inner.shutdown();
+        if let Some(e) = self.inner.bg_error.lock().clone() {
+            return Err(Error::Io {
+                op: "background work",
+                path: None,
+                source: std::io::Error::other(e),
+            });
+        }
+        r
+    }
+}
+
+/// A consistent read view; see [`Db::snapshot`]. Released when dropped.
+pub struct Snapshot {
+    db: Db,
+    seqno: Seqno,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("seqno", &self.seqno)
+            .finish()
+    }
+}
+
+impl Snapshot {
+    /// The seqno this view reads at: it sees every batch with a smaller one.
+    pub fn seqno(&self) -> u64 {
+        self.seqno
+    }
+
+    /// [`Db::get`] as of the snapshot.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::get`].
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.db.inner.get(0, key, self.seqno)
+    }
+
+    /// [`Db::get_cf`] as of the snapshot.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::get_cf`].
+    pub fn get_cf(&self, cf: &ColumnFamily, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.db.inner.get(cf.id, key, self.seqno)
+    }
+
+    /// [`Db::iter`] as of the snapshot.
+    pub fn iter(&self) -> Iter {
+        self.range::<&[u8], _>(..)
+    }
+
+    /// [`Db::range`] as of the snapshot.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
+        self.db
+            .inner
+            .iter(0, Bounds::from_range(range), self.seqno, None)
+    }
+
+    /// [`Db::range_cf`] as of the snapshot.
+    pub fn range_cf<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, cf: &ColumnFamily, range: R) -> Iter {
+        self.db
+            .inner
+            .iter(cf.id, Bounds::from_range(range), self.seqno, None)
+    }
+
+    /// [`Db::prefix`] as of the snapshot.
+    pub fn prefix(&self, prefix: &[u8]) -> Iter {
+        self.db
+            .inner
+            .iter(0, Bounds::prefix(prefix), self.seqno, None)
+    }
+
+    /// [`Db::cursor_cf`] as of the snapshot.
+    pub fn cursor_cf(&self, cf: &ColumnFamily) -> crate::read::Cursor {
+        crate::read::Cursor::new(self.db.inner.clone(), cf.id, self.seqno, None)
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        let mut s = self.db.inner.snapshots.lock();
+        if let Some(n) = s.get_mut(&self.seqno) {
+            *n -= 1;
+            if *n == 0 {
+                s.remove(&self.seqno);
+            }
+        }
+    }
+}
+
+/// Sizes of one level, summed over column families.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LevelStats {
+    /// Tables in the level.
+    pub tables: u64,
+    /// Bytes of those tables.
+    pub bytes: u64,
+}
+
+/// What [`Db::stats`] reports.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Per level (0 to 6), over every column family.
+    pub levels: Vec<LevelStats>,
+    /// Bytes in memtables (active and frozen).
+    pub memtable_bytes: u64,
+    /// Frozen memtables waiting for flush.
+    pub immutable_memtables: u64,
+    /// Block cache hits and misses.
+    pub cache_hits: u64,
+    /// Block cache misses.
+    pub cache_misses: u64,
+    /// Key and value bytes written by users since open.
+    pub user_bytes: u64,
+    /// Bytes appended to the log since open.
+    pub wal_bytes: u64,
+    /// fdatasync calls of the log since open.
+    pub wal_fsyncs: u64,
+    /// Bytes of tables written by flushes since open.
+    pub flush_bytes: u64,
+    /// Bytes of tables read and written by compactions since open.
+    pub compaction_read_bytes: u64,
+    /// Bytes of tables written by compactions since open.
+    pub compaction_write_bytes: u64,
+    /// Flushes and compactions since open.
+    pub flushes: u64,
+    /// Compactions since open.
+    pub compactions: u64,
+    /// `(log + flush + compaction bytes) / user bytes` since open.
+    pub write_amp: f64,
+    /// Writes that had to wait for flush or compaction, and how long in total.
+    pub stalls: u64,
+    /// Microseconds writers spent stalled.
+    pub stall_micros: u64,
+}
+
+impl DbInner {
+    pub(crate) fn super_version(&self) -> Arc<SuperVersion> {
+        self.sv.read().clone()
+    }
+
+    pub(crate) fn visible(&self) -> Seqno {
+        self.visible.load(SeqCst)
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        if self.poisoned.load(SeqCst) {
+            return Err(Error::Poisoned);
+        }
+        if self.closing.load(SeqCst) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn poison(&self, why: String) {
+        self.poisoned.store(true, SeqCst);
+        let mut e = self.bg_error.lock();
+        if e.is_none() {
+            *e = Some(why);
+        }
+        drop(e);
+        self.notify_bg();
+    }
+
+    fn on_wal_error(&self, e: silt_wal::Error) -> Error {
+        let e = Error::from(e);
+        if matches!(e, Error::Poisoned | Error::Io { .. }) {
+            self.poisoned.store(true, SeqCst);
+        }
+        e
+    }
+
+    pub(crate) fn notify_bg(&self) {
+        let _g = self.bg_lock.lock();
+        self.bg_cv.notify_all();
+    }
+
+    /// Handles the result of a manifest write: on success installs the new version; on
+    /// failure poisons the database (the manifest is poisoned too).
+    pub(crate) fn after_manifest(&self, st: &mut State, r: Result<()>) -> Result<()> {
+        match r {
+            Ok(()) => {
+                let v = Arc::new(st.builder.build(st.manifest.state()));
+                let mut sv = self.sv.write();
+                *sv = Arc::new(SuperVersion {
+                    mems: sv.mems.clone(),
+                    version: v,
+                });
+                Ok(())
+            }
+            Err(e) => {
+                self.poison(format!("manifest write failed: {e}"));
+                Err(e)
+            }
+        }
+    }
+
+    fn write(&self, batch: &WriteBatch, opts: WriteOptions) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        batch.validate()?;
+        self.check_writable()?;
+        {
+            let sv = self.super_version();
+            for cf in batch.cf_ids() {
+                if !sv.version.cfs.contains_key(&cf) {
+                    return Err(Error::ColumnFamilyNotFound(format!("id {cf}")));
+                }
+            }
+        }
+        self.maybe_stall()?;
+        let ticket = self.register();
+        let lsn = match self
+            .wal
+            .append_with(batch.payload(), AppendOptions { sync: opts.sync })
+        {
+            Ok(lsn) => lsn,
+            Err(e) => {
+                self.complete(ticket);
+                return Err(self.on_wal_error(e));
+            }
+        };
+        if lsn > MAX_SEQNO {
+            self.complete(ticket);
+            self.poison("the log outgrew the 56-bit seqno space".into());
+            return Err(Error::Poisoned);
+        }
+        let entries = batch::decode(batch.payload()).map_err(|e| Error::invalid(e.0))?;
+        {
+            let sv = self.sv.read();
+            let mem = mem_for(&sv.mems, lsn);
+            apply(mem, lsn, &entries, |_| true);
+        }
+        self.complete(ticket);
+        self.counters
+            .user_bytes
+            .fetch_add(batch.encoded_bytes() as u64, SeqCst);
+        self.wait_visible(lsn + 1);
+        self.maybe_rotate();
+        Ok(())
+    }
+
+    fn register(&self) -> (u64, u64) {
+        let mut f = self.inflight.lock();
+        let r0 = self.wal.reserved_lsn();
+        let t = f.next_ticket;
+        f.next_ticket += 1;
+        f.writers.insert((r0, t), ());
+        (r0, t)
+    }
+
+    fn complete(&self, ticket: (u64, u64)) {
+        let mut f = self.inflight.lock();
+        f.writers.remove(&ticket);
+        let v = match f.writers.keys().next() {
+            Some((r0, _)) => *r0,
+            None => self.wal.reserved_lsn(),
+        };
+        self.visible.fetch_max(v, SeqCst);
+    }
+
+    /// Waits until `visible >= v`: writers registered before us finish in microseconds
+    /// (they only insert into a memtable), so spin briefly, then yield.
+    fn wait_visible(&self, v: Seqno) {
+        let mut spins = 0u32;
+        while self.visible() < v {
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+            spins = spins.saturating_add(1);
+            if spins > 1_000_000 && self.poisoned.load(SeqCst) {
+                return;
+            }
+        }
+    }
+
+    fn maybe_stall(&self) -> Result<()> {
+        let mut started: Option<Instant> = None;
+        loop {
+            self.check_writable()?;
+            let sv = self.super_version();
+            let frozen = sv.mems.len() - 1;
+            let active_full = sv.mems[0].approx_bytes() >= self.opts.memtable_bytes;
+            let l0 = sv
+                .version
+                .cfs
+                .values()
+                .map(|c| c.levels[0].len())
+                .max()
+                .unwrap_or(0);
+            let stall = (frozen >= self.opts.immutable_memtables_max && active_full)
+                || l0 >= self.opts.l0_stall_tables;
+            if !stall {
+                break;
+            }
+            if started.is_none() {
+                started = Some(Instant::now());
+                self.counters.stalls.fetch_add(1, SeqCst);
+            }
+            self.notify_bg();
+            let mut g = self.bg_lock.lock();
+            self.bg_cv.wait_for(&mut g, STALL_WAIT);
+        }
+        if let Some(s) = started {
+            self.counters
+                .stall_micros
+                .fetch_add(s.elapsed().as_micros() as u64, SeqCst);
+        }
+        Ok(())
+    }
+
+    fn maybe_rotate(&self) {
+        let full = self.sv.read().mems[0].approx_bytes() >= self.opts.memtable_bytes;
+        if full {
+            self.rotate(false);
+        }
+    }
+
+    /// Freezes the active memtable (if it is full, or `force` and it is not empty) and
+    /// starts a new one at the log's reservation watermark. Returns whether it did.
+    pub(crate) fn rotate(&self, force: bool) -> bool {
+        let _r = self.rotating.lock();
+        {
+            let mut sv = self.sv.write();
+            let active = &sv.mems[0];
+            let full = active.approx_bytes() >= self.opts.memtable_bytes;
+            if !(full || (force && !active.is_empty())) {
+                return false;
+            }
+            if !force && sv.mems.len() > self.opts.immutable_memtables_max {
+                return false;
+            }
+            // Every writer holding the read lock got its LSN before we got the write lock,
+            // so below this; every later writer gets one at or above it.
+            let boundary = self.wal.reserved_lsn();
+            let mut mems = Vec::with_capacity(sv.mems.len() + 1);
+            mems.push(Arc::new(Memtable::new(boundary)));
+            mems.extend(sv.mems.iter().cloned());
+            *sv = Arc::new(SuperVersion {
+                mems,
+                version: sv.version.clone(),
+            });
+        }
+        self.notify_bg();
+        true
+    }
+
+    /// Waits until every frozen memtable is flushed.
+    fn wait_flushed(&self) -> Result<()> {
+        loop {
+            if self.poisoned.load(SeqCst) {
+                return Err(Error::Poisoned);
+            }
+            if self.sv.read().mems.len() == 1 {
+                return Ok(());
+            }
+            self.notify_bg();
+            let mut g = self.bg_lock.lock();
+            self.bg_cv.wait_for(&mut g, Duration::from_millis(2));
+        }
+    }
+
+    pub(crate) fn alloc_table_id(&self) -> u64 {
+        self.next_table_id.fetch_add(1, SeqCst)
+    }
+
+    /// Writes one table per column family from `mem` (entries with seqno below
+    /// `boundary`), then records them and `log_start = boundary` in the manifest.
+    fn flush_memtable(&self, mem: &Arc<Memtable>, boundary: Seqno) -> Result<()> {
+        let live_cfs: Vec<u32> = {
+            let st = self.state.lock();
+            st.manifest.state().cfs.keys().copied().collect()
+        };
+        let mut edits = Vec::new();
+        let mut bytes = 0;
+        for cf in mem.cfs() {
+            if !live_cfs.contains(&cf) {
+                continue; // dropped
+            }
+            let mut it = mem.iter(cf);
+            it.seek_to_first();
+            let (meta, n) = self.write_table(&mut it, None)?;
+            if let Some(m) = meta {
+                debug_assert!(n > 0);
+                bytes += m.size_bytes;
+                edits.push(Edit::AddTable {
+                    cf,
+                    level: 0,
+                    meta: m,
+                });
+            }
+        }
+        if !edits.is_empty() {
+            self.sync_tables_dir()?;
+        }
+        // The log must be durable up to the boundary before the manifest says replay starts
+        // there: otherwise a crash could cut the log below the boundary, and new writes
+        // would get seqnos (LSNs) below data already in tables, and be skipped by replay.
+        self.wal.sync().map_err(|e| self.on_wal_error(e))?;
+        edits.push(Edit::LogStart(boundary));
+        edits.push(Edit::NextTableId(self.next_table_id.load(SeqCst)));
+        let mut st = self.state.lock();
+        // A column family dropped while we wrote: leave its table out (deleted below).
+        let mut orphans = Vec::new();
+        edits.retain(|e| match e {
+            Edit::AddTable { cf, meta, .. } if !st.manifest.state().cfs.contains_key(cf) => {
+                orphans.push(meta.id);
+                false
+            }
+            _ => true,
+        });
+        let r = st.manifest.log_and_apply(edits);
+        let r = match r {
+            Ok(()) => {
+                let s = &mut *st;
+                let v = Arc::new(s.builder.build(s.manifest.state()));
+                let mut sv = self.sv.write();
+                let mut mems = sv.mems.clone();
+                mems.retain(|m| !Arc::ptr_eq(m, mem));
+                *sv = Arc::new(SuperVersion { mems, version: v });
+                Ok(())
+            }
+            Err(e) => {
+                self.poison(format!("manifest write failed: {e}"));
+                Err(e)
+            }
+        };
+        drop(st);
+        for id in orphans {
+            let _ = self.fs.remove(&self.tables_dir.join(table_file_name(id)));
+        }
+        r?;
+        self.counters.flush_bytes.fetch_add(bytes, SeqCst);
+        self.counters.flushes.fetch_add(1, SeqCst);
+        self.wal.purge_up_to(boundary)?;
+        self.notify_bg();
+        Ok(())
+    }
+
+    pub(crate) fn sync_tables_dir(&self) -> Result<()> {
+        self.fs
+            .sync_dir(&self.tables_dir)
+            .map_err(|e| Error::io("fsync directory", Some(self.tables_dir.clone()), e))
+    }
+
+    /// Writes every entry of `it` (from its position) into one new table. Returns its meta
+    /// (`None` if there were no entries) and the entry count.
+    pub(crate) fn write_table(
+        &self,
+        it: &mut dyn crate::iter::InternalIterator,
+        _limit: Option<u64>,
+    ) -> Result<(Option<TableMeta>, u64)> {
+        if !it.valid() {
+            if let Some(e) = it.take_error() {
+                return Err(e);
+            }
+            return Ok((None, 0));
+        }
+        let id = self.alloc_table_id();
+        let path = self.tables_dir.join(table_file_name(id));
+        let file = self
+            .fs
+            .create(&path)
+            .map_err(|e| Error::io("create table", Some(path.clone()), e))?;
+        let mut b = TableBuilder::new(id, path, file, &self.table_opts);
+        let mut n = 0;
+        while it.valid() {
+            b.add(it.key(), it.value())?;
+            n += 1;
+            it.next();
+        }
+        if let Some(e) = it.take_error() {
+            return Err(e);
+        }
+        let meta = b.finish()?;
+        Ok((Some(meta), n))
+    }
+
+    /// Replays the log from `log_start` into memtables, flushing when one fills.
+    fn replay(&self, log_start: Seqno) -> Result<()> {
+        let live: HashSet<u32> = {
+            let st = self.state.lock();
+            st.manifest.state().cfs.keys().copied().collect()
+        };
+        let reader = self.wal.read_from(log_start)?;
+        for rec in reader {
+            let rec = rec?;
+            let entries = batch::decode(&rec.payload).map_err(|e| Error::Corruption {
+                file: self.dir.join("wal"),
+                offset: rec.lsn,
+                reason: format!("log record at LSN {} holds a bad batch: {}", rec.lsn, e.0),
+            })?;
+            let mem = self.sv.read().mems[0].clone();
+            apply(&mem, rec.lsn, &entries, |cf| live.contains(&cf));
+            if mem.approx_bytes() >= self.opts.memtable_bytes {
+                let boundary = rec.lsn + 1;
+                {
+                    let mut sv = self.sv.write();
+                    let mut mems = vec![Arc::new(Memtable::new(boundary))];
+                    mems.extend(sv.mems.iter().cloned());
+                    *sv = Arc::new(SuperVersion {
+                        mems,
+                        version: sv.version.clone(),
+                    });
+                }
+                self.flush_memtable(&mem, boundary)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn start_threads(inner: &Arc<DbInner>) -> Result<()> {
+        let mut threads = inner.threads.lock();
+        let w = Arc::downgrade(inner);
+        threads.push(spawn("silt-flush", move || flush_loop(w))?);
+        for i in 1..inner.opts.background_threads {
+            let w = Arc::downgrade(inner);
+            threads.push(spawn(&format!("silt-compact-{i}"), move || {
+                crate::compaction::compaction_loop(w)
+            })?);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn shutdown(&self) {
+        self.closing.store(true, SeqCst);
+        self.notify_bg();
+        let threads: Vec<_> = self.threads.lock().drain(..).collect();
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
+    pub(crate) fn get(&self, cf: u32, key: &[u8], snapshot: Seqno) -> Result<Option<Vec<u8>>> {
+        let sv = self.super_version();
+        let Some(cfv) = sv.version.cfs.get(&cf) else {
+            return Err(Error::ColumnFamilyNotFound(format!("id {cf}")));
+        };
+        let found = |kind: Kind, v: Vec<u8>| match kind {
+            Kind::Put => Some(v),
+            _ => None,
+        };
+        for m in &sv.mems {
+            if let Some((kind, _, v)) = m.get(cf, key, snapshot) {
+                return Ok(found(kind, v));
+            }
+        }
+        for t in &cfv.levels[0] {
+            if t.user_smallest() <= key && key <= t.user_largest() {
+                if let Some((kind, _, v)) = t.table()?.get(key, snapshot)? {
+                    return Ok(found(kind, v));
+                }
+            }
+        }
+        for level in 1..LEVELS {
+            if let Some(t) = cfv.find_in_level(level, key) {
+                if let Some((kind, _, v)) = t.table()?.get(key, snapshot)? {
+                    return Ok(found(kind, v));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    pub(crate) fn iter(
+        self: &Arc<Self>,
+        cf: u32,
+        bounds: Bounds,
+        snapshot: Seqno,
+        sv: Option<Arc<SuperVersion>>,
+    ) -> Iter {
+        Iter::new(self.clone(), cf, bounds, snapshot, sv)
+    }
+
+    /// Live snapshots, ascending.
+    pub(crate) fn snapshot_list(&self) -> Vec<Seqno> {
+        self.snapshots.lock().keys().copied().collect()
+    }
+
+    fn stats(&self) -> Stats {
+        let sv = self.super_version();
+        let mut levels = vec![LevelStats::default(); LEVELS];
+        for cf in sv.version.cfs.values() {
+            for (l, tables) in cf.levels.iter().enumerate() {
+                levels[l].tables += tables.len() as u64;
+                levels[l].bytes += tables.iter().map(|t| t.meta.size_bytes).sum::<u64>();
+            }
+        }
+        let w = self.wal.stats();
+        let c = &self.counters;
+        let user = c.user_bytes.load(SeqCst);
+        let flush = c.flush_bytes.load(SeqCst);
+        let cw = c.compaction_write_bytes.load(SeqCst);
+        Stats {
+            levels,
+            memtable_bytes: sv.mems.iter().map(|m| m.approx_bytes()).sum(),
+            immutable_memtables: sv.mems.len() as u64 - 1,
+            cache_hits: self.tables.blocks.hits(),
+            cache_misses: self.tables.blocks.misses(),
+            user_bytes: user,
+            wal_bytes: w.bytes,
+            wal_fsyncs: w.fsyncs,
+            flush_bytes: flush,
+            compaction_read_bytes: c.compaction_read_bytes.load(SeqCst),
+            compaction_write_bytes: cw,
+            flushes: c.flushes.load(SeqCst),
+            compactions: c.compactions.load(SeqCst),
+            write_amp: if user == 0 {
+                0.0
+            } else {
+                (w.bytes + flush + cw) as f64 / user as f64
+            },
+            stalls: c.stalls.load(SeqCst),
+            stall_micros: c.stall_micros.load(SeqCst),
+        }
+    }
+}
+
+impl Drop for DbInner {
+    fn drop(&mut self) {
+        // Threads hold only weak references, so they are gone or exiting here.
+        self.closing.store(true, SeqCst);
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        // The last handle: stop and join the background threads, so that a reopen of the
+        // same directory never races a job of this instance. (Iterators may outlive it;
+        // they only read.)
+        if self.inner.handles.fetch_sub(1, SeqCst) == 1 {
+            self.inner.shutdown();
+        }
+    }
+}
+
+/// The memtable owning `seqno`: the newest whose first seqno is at or below it.
+fn mem_for(mems: &[Arc<Memtable>], seqno: Seqno) -> &Arc<Memtable> {
+    mems.iter()
+        .find(|m| m.first_seqno() <= seqno)
+        .unwrap_or_else(|| &mems[mems.len() - 1])
+}
+
+/// Inserts a batch's entries at `seqno`; within a batch the last write to a key wins, so
+/// each (cf, key) gets one entry.
+fn apply(
+    mem: &Memtable,
+    seqno: Seqno,
+    entries: &[batch::BatchEntry<'_>],
+    keep: impl Fn(u32) -> bool,
+) {
+    if entries.len() == 1 {
+        let e = &entries[0];
+        if keep(e.cf) {
+            mem.insert(e.cf, e.key, seqno, e.kind, e.value);
+        }
+        return;
+    }
+    let mut seen = HashSet::with_capacity(entries.len());
+    for e in entries.iter().rev() {
+        if keep(e.cf) && seen.insert((e.cf, e.key)) {
+            mem.insert(e.cf, e.key, seqno, e.kind, e.value);
+        }
+    }
+}
+
+fn flush_loop(w: std::sync::Weak<DbInner>) {
+    loop {
+        let Some(db) = w.upgrade() else { return };
+        if db.poisoned.load(SeqCst) {
+            return;
+        }
+        let job = {
+            let sv = db.sv.read();
+            if sv.mems.len() > 1 {
+                let n = sv.mems.len();
+                Some((sv.mems[n - 1].clone(), sv.mems[n - 2].first_seqno()))
+            } else {
+                None
+            }
+        };
+        match job {
+            Some((mem, boundary)) => {
+                // Writers owning seqnos below the boundary may still be inserting.
+                db.wait_visible(boundary);
+                if let Err(e) = db.flush_memtable(&mem, boundary) {
+                    db.poison(format!("flush failed: {e}"));
+                    return;
+                }
+            }
+            None => {
+                if db.closing.load(SeqCst) {
+                    return;
+                }
+                let mut g = db.bg_lock.lock();
+                db.bg_cv.wait_for(&mut g, Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map_err(|e| Error::io("spawn thread", None, e))
+}
+
+/// Deletes table files the manifest does not name (left by a crash between writing a table
+/// and recording it, or between dropping a table and deleting its file).
+fn remove_orphans(fs: &dyn FileSystem, tables_dir: &Path, manifest: &Manifest) -> Result<()> {
+    let live = manifest.live_table_ids();
+    let files = match fs.list(tables_dir) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(Error::io(
+                "list directory",
+                Some(tables_dir.to_path_buf()),
+                e,
+            ))
+        }
+    };
+    for f in files {
+        let Some(name) = f.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let Some(id) = name
+            .strip_suffix(".sst")
+            .and_then(|s| s.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        if !live.contains(&id) {
+            fs.remove(&f)
+                .map_err(|e| Error::io("remove orphan table", Some(f.clone()), e))?;
+        }
+    }
+    Ok(())
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn f<T: Send + Sync>() {}
+    f::<Db>();
+    f::<key::ParsedKey<'static>>();
+}

@@ -1,0 +1,131 @@
+//! The one error type of `silt`.
+//!
+//! A user can tell apart what to retry (nothing here is retryable silently), what to repair
+//! (`Corruption`), what to reopen (`Poisoned`) and what to fix in the calling code
+//! (`InvalidArgument`, `ColumnFamilyNotFound`). Every message says what to do.
+
+use std::io;
+use std::path::PathBuf;
+
+/// A `Result` whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the engine.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system call failed. `op` names the call, `path` the file when there is one.
+    Io {
+        /// What the engine was doing: `"read table"`, `"fdatasync"`, ...
+        op: &'static str,
+        /// The file concerned, when there is one.
+        path: Option<PathBuf>,
+        /// The error the OS returned.
+        source: io::Error,
+    },
+    /// Bytes on disk are not what the engine wrote: a checksum, length or format check
+    /// failed. Nothing is skipped silently; restore the file from a backup or replica.
+    Corruption {
+        /// The damaged file.
+        file: PathBuf,
+        /// Byte offset of the damaged block or record inside `file`.
+        offset: u64,
+        /// What check failed.
+        reason: String,
+    },
+    /// An earlier `fdatasync` (of the log, a table or the manifest) failed, so the kernel may
+    /// have dropped dirty pages: the database accepts no more writes. Reopen it to recover
+    /// its durable state.
+    Poisoned,
+    /// The caller passed something the engine cannot take (a key over 64 KiB, a value over
+    /// the limit, a bad option). Nothing was written.
+    InvalidArgument(String),
+    /// No column family has this name (it was never created, or it was dropped).
+    ColumnFamilyNotFound(String),
+    /// The database was closed.
+    Closed,
+}
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: Option<PathBuf>, source: io::Error) -> Self {
+        Error::Io { op, path, source }
+    }
+
+    pub(crate) fn corruption(
+        file: impl Into<PathBuf>,
+        offset: u64,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::Corruption {
+            file: file.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
+        Error::InvalidArgument(msg.into())
+    }
+}
+
+impl From<silt_wal::Error> for Error {
+    fn from(e: silt_wal::Error) -> Self {
+        match e {
+            silt_wal::Error::Io { op, path, source } => Error::Io { op, path, source },
+            silt_wal::Error::Corruption {
+                file,
+                offset,
+                reason,
+            } => Error::Corruption {
+                file,
+                offset,
+                reason,
+            },
+            silt_wal::Error::Poisoned => Error::Poisoned,
+            silt_wal::Error::InvalidArgument(m) => Error::InvalidArgument(m),
+            silt_wal::Error::Closed => Error::Closed,
+            other => Error::InvalidArgument(other.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Io { op, path, source } => match path {
+                Some(p) => write!(f, "{op} on {} failed: {source}", p.display()),
+                None => write!(f, "{op} failed: {source}"),
+            },
+            Error::Corruption {
+                file,
+                offset,
+                reason,
+            } => write!(
+                f,
+                "corruption in {} at offset {offset}: {reason}; restore the database from a \
+                 backup or replica",
+                file.display()
+            ),
+            Error::Poisoned => write!(
+                f,
+                "the database is poisoned by an earlier fdatasync failure and accepts no \
+                 writes; reopen it to recover its durable state"
+            ),
+            Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
+            Error::ColumnFamilyNotFound(name) => write!(
+                f,
+                "no column family named {name:?}; create it with Db::create_cf first"
+            ),
+            Error::Closed => write!(f, "the database is closed"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Internal keys: how a user key, a sequence number and an operation kind are laid out and
+//! ordered everywhere below the public API (memtable, tables, compaction).
+//!
+//! ```text
+//! internal key = user key (0..=64 KiB) ++ trailer (8 bytes)
+//! trailer      = big-endian u64 of !(seqno << 8 | kind)
+//! ```
+//!
+//! Order: user key ascending (bytewise), then seqno descending, then kind descending. The
+//! trailer is stored inverted so that comparing trailers bytewise gives that order, but
+//! whole internal keys must be compared with [`cmp_internal`]: a user key that is a prefix
+//! of another must sort first whatever its trailer holds.
+//!
+//! The seqno of every entry of a batch is the LSN of the batch's log record (see
+//! `docs/design.md`), so seqnos are unique per batch, increase in log order, and are below
+//! 2^56.
+//!
+//! DO NOT CHANGE the [`Kind`] values: they are stored in tables and in the log.
+
+use std::cmp::Ordering;
+
+/// A sequence number: the LSN of the batch an entry came from.
+pub type Seqno = u64;
+
+/// The largest seqno that fits in a trailer.
+pub const MAX_SEQNO: Seqno = (1 << 56) - 1;
+
+/// Bytes of the trailer that follows the user key.
+pub const TRAILER_BYTES: usize = 8;
+
+/// The longest user key.
+pub const MAX_KEY_BYTES: usize = 64 * 1024;
+
+/// What an entry does to its key. Stored on disk: the values are fixed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum Kind {
+    /// A tombstone: the key has no value from this seqno on.
+    Delete = 0,
+    /// A value.
+    Put = 1,
+    /// A tombstone that cancels exactly one older `Put` in compaction (seed 002's single
+    /// delete); both disappear when they meet.
+    SingleDelete = 2,
+}
+
+/// The kind used in seek keys: sorts before every real kind of the same seqno.
+pub const KIND_SEEK: u8 = 0xFF;
+
+impl Kind {
+    /// Decodes a stored kind byte.
+    pub fn from_u8(b: u8) -> Option<Kind> {
+        match b {
+            0 => Some(Kind::Delete),
+            1 => Some(Kind::Put),
+            2 => Some(Kind::SingleDelete),
+            _ => None,
+        }
+    }
+
+    /// Whether the entry hides older values of its key.
+    pub fn is_tombstone(self) -> bool {
+        !matches!(self, Kind::Put)
+    }
+}
+
+/// Packs a seqno and a kind byte into a trailer.
+#[inline]
+pub fn trailer(seqno: Seqno, kind: u8) -> [u8; TRAILER_BYTES] {
+    debug_assert!(seqno <= MAX_SEQNO);
+    (!((seqno << 8) | kind as u64)).to_be_bytes()
+}
+
+/// Builds an internal key.
+pub fn make_internal(user_key: &[u8], seqno: Seqno, kind: Kind) -> Vec<u8> {
+    let mut k = Vec::with_capacity(user_key.len() + TRAILER_BYTES);
+    k.extend_from_slice(user_key);
+    k.extend_from_slice(&trailer(seqno, kind as u8));
+    k
+}
+
+/// The internal key that sorts first among the entries of `user_key` visible at `snapshot`
+/// (those with `seqno < snapshot`). `snapshot` must be at least 1.
+pub fn seek_key(user_key: &[u8], snapshot: Seqno) -> Vec<u8> {
+    let mut k = Vec::with_capacity(user_key.len() + TRAILER_BYTES);
+    k.extend_from_slice(user_key);
+    k.extend_from_slice(&trailer(
+        snapshot.saturating_sub(1).min(MAX_SEQNO),
+        KIND_SEEK,
+    ));
+    k
+}
+
+/// A decoded view of an internal key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParsedKey<'a> {
+    /// The user's key.
+    pub user_key: &'a [u8],
+    /// The seqno of the batch that wrote it.
+    pub seqno: Seqno,
+    /// What it does.
+    pub kind: Kind,
+}
+
+/// Splits and checks an internal key; `None` if it is too short or its kind is unknown.
+pub fn parse(ikey: &[u8]) -> Option<ParsedKey<'_>> {
+    if ikey.len() < TRAILER_BYTES {
+        return None;
+    }
+    let (user_key, t) = ikey.split_at(ikey.len() - TRAILER_BYTES);
+    let packed = !u64::from_be_bytes(t.try_into().ok()?);
+    Some(ParsedKey {
+        user_key,
+        seqno: packed >> 8,
+        kind: Kind::from_u8((packed & 0xFF) as u8)?,
+    })
+}
+
+/// The user key of an internal key. REQUIRES: `ikey.len() >= TRAILER_BYTES`.
+#[inline]
+pub fn user_key(ikey: &[u8]) -> &[u8] {
+    &ikey[..ikey.len() - TRAILER_BYTES]
+}
+
+/// The seqno of an internal key. REQUIRES: `ikey.len() >= TRAILER_BYTES`.
+#[inline]
+pub fn seqno(ikey: &[u8]) -> Seqno {
+    let t: [u8; 8] = ikey[ikey.len() - TRAILER_BYTES..]
+        .try_into()
+        .unwrap_or([0xFF; 8]);
+    (!u64::from_be_bytes(t)) >> 8
+}
+
+/// Compares two internal keys: user key ascending, then seqno and kind descending.
+/// Keys shorter than a trailer (never produced by the engine) sort by their bytes.
+#[inline]
+pub fn cmp_internal(a: &[u8], b: &[u8]) -> Ordering {
+    if a.len() < TRAILER_BYTES || b.len() < TRAILER_BYTES {
+        return a.cmp(b);
+    }
+    let (ua, ta) = a.split_at(a.len() - TRAILER_BYTES);
+    let (ub, tb) = b.split_at(b.len() - TRAILER_BYTES);
+    ua.cmp(ub).then_with(|| ta.cmp(tb))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_is_user_key_then_newest_first() {
+        let a1 = make_internal(b"a", 1, Kind::Put);
+        let a9 = make_internal(b"a", 9, Kind::Put);
+        let ab = make_internal(b"ab", 100, Kind::Delete);
+        let b0 = make_internal(b"b", 0, Kind::Put);
+        let mut v = vec![b0.clone(), a1.clone(), ab.clone(), a9.clone()];
+        v.sort_by(|x, y| cmp_internal(x, y));
+        assert_eq!(v, vec![a9, a1, ab, b0]);
+    }
+
+    #[test]
+    fn seek_key_sorts_before_visible_entries_only() {
+        let k5 = make_internal(b"k", 5, Kind::Put);
+        let k6 = make_internal(b"k", 6, Kind::Put);
+        let s = seek_key(b"k", 6); // sees seqno < 6
+        assert_eq!(cmp_internal(&s, &k6), Ordering::Greater);
+        assert_eq!(cmp_internal(&s, &k5), Ordering::Less);
+    }
+
+    #[test]
+    fn parse_round_trips_and_rejects_garbage() {
+        let k = make_internal(b"key", MAX_SEQNO, Kind::SingleDelete);
+        let p = parse(&k).unwrap();
+        assert_eq!(p.user_key, b"key");
+        assert_eq!(p.seqno, MAX_SEQNO);
+        assert_eq!(p.kind, Kind::SingleDelete);
+        assert_eq!(seqno(&k), MAX_SEQNO);
+        assert!(parse(b"short").is_none());
+        let mut bad = k.clone();
+        let n = bad.len();
+        bad[n - 1] = !7; // kind byte 7 (inverted on disk)
+        assert!(parse(&bad).is_none());
+    }
+}

@@ -1,0 +1,46 @@
+//! `silt`: an embedded, transactional LSM-tree key-value engine on [`silt_wal`].
+//!
+//! ```
+//! # let dir = tempfile::tempdir().unwrap();
+//! use silt::{Db, SyncMode, WriteBatch, WriteOptions};
+//! let db = Db::builder(dir.path()).sync_mode(SyncMode::Full).open().unwrap();
+//! let users = db.create_cf("users").unwrap();
+//! let mut batch = WriteBatch::new();
+//! batch.put_cf(&users, b"u1", b"ada").put(b"count", b"1");
+//! db.write(batch, WriteOptions::default()).unwrap(); // atomic across column families
+//! let snap = db.snapshot();
+//! db.delete_cf(&users, b"u1").unwrap();
+//! assert_eq!(snap.get_cf(&users, b"u1").unwrap().as_deref(), Some(&b"ada"[..]));
+//! assert_eq!(db.get_cf(&users, b"u1").unwrap(), None);
+//! for kv in db.range(&b"a"[..]..).rev() {
+//!     let (k, v) = kv.unwrap();
+//!     println!("{k:?} = {v:?}");
+//! }
+//! ```
+//!
+//! The design, its invariants and a glossary are in `docs/design.md`; the on-disk formats in
+//! `docs/format/`.
+
+#![warn(missing_docs)]
+
+mod batch;
+mod cache;
+mod compaction;
+mod db;
+mod error;
+mod iter;
+pub mod key;
+mod manifest;
+mod memtable;
+mod options;
+mod read;
+mod sstable;
+mod table_meta;
+mod version;
+
+pub use batch::{WriteBatch, MAX_VALUE_BYTES};
+pub use db::{ColumnFamily, Db, LevelStats, Snapshot, Stats, DEFAULT_CF};
+pub use error::{Error, Result};
+pub use options::{DbBuilder, Strategy, SyncMode, WriteOptions};
+pub use read::{Cursor, Entry, Iter};
+pub use sstable::Compression;

@@ -1,0 +1,790 @@
+//! Version edits: what one manifest record says, how its payload is encoded, and the
+//! [`ManifestState`] that replaying edits builds. The byte layout is specified in
+//! `docs/format/manifest.md` ("Edits"); keep the two in step.
+//!
+//! ## Invariants of a [`ManifestState`] (checked by [`Applier`] before any edit is written,
+//! and again when a manifest is replayed)
+//!
+//! 1. Column family ids are never reused: every id is below `next_cf_id`, and a new one must
+//!    be at least `next_cf_id`. Id 0 ("default") exists and cannot be dropped.
+//! 2. Live column family names are unique, 1 to [`MAX_CF_NAME_BYTES`] bytes.
+//! 3. A table id appears at most once in the whole state, and is below `next_table_id`.
+//! 4. Level 0 is ordered newest first (largest seqno descending, then id descending);
+//!    levels 1.. are ordered by smallest key ([`key::cmp_internal`]) and their tables'
+//!    user-key ranges are disjoint.
+//! 5. `log_start` never decreases. `next_table_id` and `next_cf_id` are high-water marks:
+//!    an edit that names a lower value leaves them where they are.
+
+use std::cmp::Ordering;
+use std::collections::HashSet;
+
+use crate::key::{self, cmp_internal, TRAILER_BYTES};
+use crate::table_meta::TableMeta;
+
+use super::{CfState, ManifestState};
+
+/// Levels per column family: 0 (newest, overlapping tables) to 6.
+pub(crate) const LEVELS: usize = 7;
+
+/// The longest column family name, in bytes (the engine's own limit on names).
+pub(crate) const MAX_CF_NAME_BYTES: usize = 255;
+
+/// The id of the column family every database has.
+pub(crate) const DEFAULT_CF_ID: u32 = 0;
+
+/// Its name (the same as `db::DEFAULT_CF`).
+pub(crate) const DEFAULT_CF_NAME: &str = "default";
+
+/// The longest internal key a table boundary can hold.
+const MAX_IKEY_BYTES: usize = key::MAX_KEY_BYTES + TRAILER_BYTES;
+
+// Edit tags. DO NOT CHANGE THESE VALUES: they are stored in manifest files. Tag 0 is
+// never valid, so a run of zero bytes cannot decode as an edit.
+const TAG_CREATE_CF: u8 = 1;
+const TAG_DROP_CF: u8 = 2;
+const TAG_ADD_TABLE: u8 = 3;
+const TAG_REMOVE_TABLE: u8 = 4;
+const TAG_LOG_START: u8 = 5;
+const TAG_NEXT_TABLE_ID: u8 = 6;
+const TAG_NEXT_CF_ID: u8 = 7;
+
+/// One change to the [`ManifestState`]. A manifest record holds one or more edits, applied
+/// in order and all or none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Edit {
+    /// A new column family; `id` must be at least `next_cf_id` (which becomes `id + 1`).
+    CreateCf {
+        /// Its id, never reused.
+        id: u32,
+        /// Its name, unique among live column families.
+        name: String,
+    },
+    /// Removes a column family and all its tables (not the default one).
+    DropCf {
+        /// The column family.
+        id: u32,
+    },
+    /// Adds a table to a level. Raises `next_table_id` above `meta.id`.
+    AddTable {
+        /// The column family.
+        cf: u32,
+        /// The level, below [`LEVELS`].
+        level: u8,
+        /// The table.
+        meta: TableMeta,
+    },
+    /// Removes a table that is in this level of this column family.
+    RemoveTable {
+        /// The column family.
+        cf: u32,
+        /// The level the table is in.
+        level: u8,
+        /// The table's id.
+        id: u64,
+    },
+    /// WAL records below this LSN are fully in tables. Must not decrease.
+    LogStart(u64),
+    /// Table ids below this are taken (a high-water mark: a lower value is ignored).
+    NextTableId(u64),
+    /// Column family ids below this are taken (a high-water mark, like `NextTableId`).
+    /// Written in snapshots, so that the id of a dropped column family is never reused.
+    NextCfId(u32),
+}
+
+/// Applies edits to a state, checking each against the state it meets. An edit that fails
+/// a check returns the reason and leaves the applier in an unspecified state: callers apply
+/// to a copy and keep it only if every edit (and [`Applier::finish_record`]) passed.
+pub(crate) struct Applier {
+    state: ManifestState,
+    /// Every table id in `state`, for the uniqueness check.
+    live: HashSet<u64>,
+    /// Levels (>= 1) that gained a table in the current record: their order and
+    /// disjointness are checked once the whole record is applied, since a compaction removes
+    /// and adds overlapping tables in one record.
+    touched: Vec<(u32, usize)>,
+}
+
+impl Applier {
+    pub(crate) fn new(state: ManifestState) -> Applier {
+        let live = state.table_ids().collect();
+        Applier {
+            state,
+            live,
+            touched: Vec::new(),
+        }
+    }
+
+    pub(crate) fn state(&self) -> &ManifestState {
+        &self.state
+    }
+
+    pub(crate) fn into_state(self) -> ManifestState {
+        self.state
+    }
+
+    /// Checks `edit` against the current state and applies it; the reason if it does not fit.
+    pub(crate) fn apply(&mut self, edit: &Edit) -> Result<(), String> {
+        let st = &mut self.state;
+        match edit {
+            Edit::CreateCf { id, name } => {
+                if st.cfs.contains_key(id) {
+                    return Err(format!("column family {id} exists"));
+                }
+                if *id < st.next_cf_id {
+                    return Err(format!(
+                        "column family id {id} is below next_cf_id {} (ids are never reused)",
+                        st.next_cf_id
+                    ));
+                }
+                let next = id
+                    .checked_add(1)
+                    .ok_or_else(|| format!("column family id {id} is out of range"))?;
+                check_cf_name(name)?;
+                if st.cfs.values().any(|c| c.name == *name) {
+                    return Err(format!("a column family named {name:?} exists"));
+                }
+                st.cfs.insert(*id, CfState::new(*id, name.clone()));
+                st.next_cf_id = next;
+            }
+            Edit::DropCf { id } => {
+                if *id == DEFAULT_CF_ID {
+                    return Err("the default column family cannot be dropped".into());
+                }
+                let cf = st
+                    .cfs
+                    .remove(id)
+                    .ok_or_else(|| format!("no column family {id} to drop"))?;
+                for t in cf.levels.iter().flatten() {
+                    self.live.remove(&t.id);
+                }
+            }
+            Edit::AddTable { cf, level, meta } => {
+                let l = check_level(*level)?;
+                check_meta(meta)?;
+                let cfs = st
+                    .cfs
+                    .get_mut(cf)
+                    .ok_or_else(|| format!("table {}: no column family {cf}", meta.id))?;
+                let next = meta
+                    .id
+                    .checked_add(1)
+                    .ok_or_else(|| format!("table id {} is out of range", meta.id))?;
+                if !self.live.insert(meta.id) {
+                    return Err(format!("table {} is already in the manifest", meta.id));
+                }
+                let tables = &mut cfs.levels[l];
+                let at = tables.partition_point(|t| level_order(l, t, meta) == Ordering::Less);
+                tables.insert(at, meta.clone());
+                st.next_table_id = st.next_table_id.max(next);
+                if l > 0 {
+                    self.touched.push((*cf, l));
+                }
+            }
+            Edit::RemoveTable { cf, level, id } => {
+                let l = check_level(*level)?;
+                let cfs = st
+                    .cfs
+                    .get_mut(cf)
+                    .ok_or_else(|| format!("table {id}: no column family {cf}"))?;
+                let tables = &mut cfs.levels[l];
+                let at = tables.iter().position(|t| t.id == *id).ok_or_else(|| {
+                    format!("table {id} is not in level {l} of column family {cf}")
+                })?;
+                tables.remove(at);
+                self.live.remove(id);
+            }
+            Edit::LogStart(lsn) => {
+                if *lsn < st.log_start {
+                    return Err(format!(
+                        "log_start would move back from {} to {lsn}",
+                        st.log_start
+                    ));
+                }
+                st.log_start = *lsn;
+            }
+            Edit::NextTableId(n) => st.next_table_id = st.next_table_id.max(*n),
+            Edit::NextCfId(n) => st.next_cf_id = st.next_cf_id.max(*n),
+        }
+        Ok(())
+    }
+
+    /// Checks what only holds for a whole record: the levels >= 1 that gained tables are
+    /// disjoint. Call after the last edit of each record.
+    pub(crate) fn finish_record(&mut self) -> Result<(), String> {
+        self.touched.sort_unstable();
+        self.touched.dedup();
+        for (cf, l) in self.touched.drain(..) {
+            // The column family may have been dropped later in the same record.
+            let Some(c) = self.state.cfs.get(&cf) else {
+                continue;
+            };
+            for pair in c.levels[l].windows(2) {
+                let (a, b) = (&pair[0], &pair[1]);
+                if key::user_key(&a.largest) >= key::user_key(&b.smallest) {
+                    return Err(format!(
+                        "tables {} and {} overlap in level {l} of column family {cf}",
+                        a.id, b.id
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_level(level: u8) -> Result<usize, String> {
+    let l = usize::from(level);
+    if l < LEVELS {
+        Ok(l)
+    } else {
+        Err(format!("level {level} is not below {LEVELS}"))
+    }
+}
+
+fn check_cf_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_CF_NAME_BYTES {
+        return Err(format!(
+            "a column family name has 1 to {MAX_CF_NAME_BYTES} bytes, not {}",
+            name.len()
+        ));
+    }
+    Ok(())
+}
+
+/// What must hold of any table's description.
+fn check_meta(m: &TableMeta) -> Result<(), String> {
+    let id = m.id;
+    for (what, k) in [("smallest", &m.smallest), ("largest", &m.largest)] {
+        if k.len() < TRAILER_BYTES || k.len() > MAX_IKEY_BYTES {
+            return Err(format!(
+                "table {id}: {what} key has {} bytes, not {TRAILER_BYTES}..={MAX_IKEY_BYTES}",
+                k.len()
+            ));
+        }
+    }
+    if cmp_internal(&m.smallest, &m.largest) == Ordering::Greater {
+        return Err(format!("table {id}: smallest key is above largest key"));
+    }
+    if m.smallest_seqno > m.largest_seqno {
+        return Err(format!("table {id}: smallest seqno is above largest seqno"));
+    }
+    if m.tombstones > m.entries {
+        return Err(format!("table {id}: more tombstones than entries"));
+    }
+    Ok(())
+}
+
+/// The order of tables inside level `l` (invariant 4); ties broken by id so it is total.
+fn level_order(l: usize, a: &TableMeta, b: &TableMeta) -> Ordering {
+    if l == 0 {
+        b.largest_seqno
+            .cmp(&a.largest_seqno)
+            .then_with(|| b.id.cmp(&a.id))
+    } else {
+        cmp_internal(&a.smallest, &b.smallest).then_with(|| a.id.cmp(&b.id))
+    }
+}
+
+// ---- encoding ---------------------------------------------------------------------------
+
+/// Appends the payload of a record holding `edits` to `out`.
+pub(crate) fn encode(edits: &[Edit], out: &mut Vec<u8>) {
+    for e in edits {
+        match e {
+            Edit::CreateCf { id, name } => {
+                out.push(TAG_CREATE_CF);
+                out.extend_from_slice(&id.to_le_bytes());
+                put_bytes(out, name.as_bytes());
+            }
+            Edit::DropCf { id } => {
+                out.push(TAG_DROP_CF);
+                out.extend_from_slice(&id.to_le_bytes());
+            }
+            Edit::AddTable { cf, level, meta } => {
+                out.push(TAG_ADD_TABLE);
+                out.extend_from_slice(&cf.to_le_bytes());
+                out.push(*level);
+                for n in [
+                    meta.id,
+                    meta.size_bytes,
+                    meta.entries,
+                    meta.tombstones,
+                    meta.smallest_seqno,
+                    meta.largest_seqno,
+                ] {
+                    out.extend_from_slice(&n.to_le_bytes());
+                }
+                put_bytes(out, &meta.smallest);
+                put_bytes(out, &meta.largest);
+            }
+            Edit::RemoveTable { cf, level, id } => {
+                out.push(TAG_REMOVE_TABLE);
+                out.extend_from_slice(&cf.to_le_bytes());
+                out.push(*level);
+                out.extend_from_slice(&id.to_le_bytes());
+            }
+            Edit::LogStart(n) => {
+                out.push(TAG_LOG_START);
+                out.extend_from_slice(&n.to_le_bytes());
+            }
+            Edit::NextTableId(n) => {
+                out.push(TAG_NEXT_TABLE_ID);
+                out.extend_from_slice(&n.to_le_bytes());
+            }
+            Edit::NextCfId(n) => {
+                out.push(TAG_NEXT_CF_ID);
+                out.extend_from_slice(&n.to_le_bytes());
+            }
+        }
+    }
+}
+
+/// A length-prefixed byte string. Every caller's bytes are bounded far below `u32::MAX`
+/// (names by [`MAX_CF_NAME_BYTES`], keys by [`MAX_IKEY_BYTES`], both checked before a
+/// record is written).
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    debug_assert!(b.len() <= MAX_IKEY_BYTES);
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+/// Decodes a record payload: one or more edits filling it exactly. The error says what is
+/// wrong and at which offset of the payload.
+pub(crate) fn decode(payload: &[u8]) -> Result<Vec<Edit>, String> {
+    let mut r = Reader {
+        buf: payload,
+        pos: 0,
+    };
+    let mut edits = Vec::new();
+    while r.pos < payload.len() {
+        let at = r.pos;
+        let tag = r.u8()?;
+        let edit = match tag {
+            TAG_CREATE_CF => {
+                let id = r.u32()?;
+                let name = r.bytes(MAX_CF_NAME_BYTES, "column family name")?;
+                let name = String::from_utf8(name.to_vec()).map_err(|_| {
+                    format!("column family name at payload offset {at} is not UTF-8")
+                })?;
+                Edit::CreateCf { id, name }
+            }
+            TAG_DROP_CF => Edit::DropCf { id: r.u32()? },
+            TAG_ADD_TABLE => {
+                let cf = r.u32()?;
+                let level = r.u8()?;
+                let id = r.u64()?;
+                let size_bytes = r.u64()?;
+                let entries = r.u64()?;
+                let tombstones = r.u64()?;
+                let smallest_seqno = r.u64()?;
+                let largest_seqno = r.u64()?;
+                let smallest = r.bytes(MAX_IKEY_BYTES, "smallest key")?.to_vec();
+                let largest = r.bytes(MAX_IKEY_BYTES, "largest key")?.to_vec();
+                Edit::AddTable {
+                    cf,
+                    level,
+                    meta: TableMeta {
+                        id,
+                        size_bytes,
+                        entries,
+                        tombstones,
+                        smallest,
+                        largest,
+                        smallest_seqno,
+                        largest_seqno,
+                    },
+                }
+            }
+            TAG_REMOVE_TABLE => Edit::RemoveTable {
+                cf: r.u32()?,
+                level: r.u8()?,
+                id: r.u64()?,
+            },
+            TAG_LOG_START => Edit::LogStart(r.u64()?),
+            TAG_NEXT_TABLE_ID => Edit::NextTableId(r.u64()?),
+            TAG_NEXT_CF_ID => Edit::NextCfId(r.u32()?),
+            other => return Err(format!("unknown edit tag {other} at payload offset {at}")),
+        };
+        edits.push(edit);
+    }
+    if edits.is_empty() {
+        return Err("record holds no edit".into());
+    }
+    Ok(edits)
+}
+
+/// A bounds-checked cursor over a payload.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let rest = &self.buf[self.pos..];
+        if rest.len() < n {
+            return Err(format!(
+                "edit cut short at payload offset {}: {n} bytes needed, {} left",
+                self.pos,
+                rest.len()
+            ));
+        }
+        self.pos += n;
+        Ok(&rest[..n])
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let b = self.take(N)?;
+        let mut a = [0; N];
+        a.copy_from_slice(b);
+        Ok(a)
+    }
+
+    fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    /// A length-prefixed byte string of at most `max` bytes; the length is checked against
+    /// `max` and against what is left before anything is sliced.
+    fn bytes(&mut self, max: usize, what: &str) -> Result<&'a [u8], String> {
+        let at = self.pos;
+        let n = self.u32()? as usize;
+        if n > max {
+            return Err(format!(
+                "{what} at payload offset {at} has {n} bytes, more than {max}"
+            ));
+        }
+        self.take(n)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::key::{make_internal, Kind};
+
+    /// A table covering user keys `lo..=hi` with seqnos `s0..=s1`.
+    pub(crate) fn table(id: u64, lo: &[u8], hi: &[u8], s0: u64, s1: u64) -> TableMeta {
+        TableMeta {
+            id,
+            size_bytes: id.wrapping_add(1000),
+            entries: 10,
+            tombstones: 2,
+            smallest: make_internal(lo, s1, Kind::Put),
+            largest: make_internal(hi, s0, Kind::Delete),
+            smallest_seqno: s0,
+            largest_seqno: s1,
+        }
+    }
+
+    fn every_kind() -> Vec<Edit> {
+        vec![
+            Edit::CreateCf {
+                id: 3,
+                name: "users ✓".into(),
+            },
+            Edit::DropCf { id: 7 },
+            Edit::AddTable {
+                cf: 3,
+                level: 6,
+                meta: table(u64::MAX - 1, b"", &[0xFF; 300], 0, key::MAX_SEQNO),
+            },
+            Edit::RemoveTable {
+                cf: u32::MAX,
+                level: 0,
+                id: 42,
+            },
+            Edit::LogStart(u64::MAX),
+            Edit::NextTableId(9),
+            Edit::NextCfId(4),
+        ]
+    }
+
+    #[test]
+    fn every_edit_kind_round_trips() {
+        let edits = every_kind();
+        let mut buf = Vec::new();
+        encode(&edits, &mut buf);
+        assert_eq!(decode(&buf).unwrap(), edits);
+        for e in &edits {
+            let mut one = Vec::new();
+            encode(std::slice::from_ref(e), &mut one);
+            assert_eq!(decode(&one).unwrap(), vec![e.clone()]);
+        }
+    }
+
+    #[test]
+    fn decode_rejects_every_truncation_and_bad_tags_without_panicking() {
+        let mut buf = Vec::new();
+        encode(&every_kind(), &mut buf);
+        for cut in 0..buf.len() {
+            // A cut at an edit boundary decodes as fewer edits; anywhere else is an error.
+            if let Ok(got) = decode(&buf[..cut]) {
+                assert!(got.len() < every_kind().len() && !got.is_empty());
+            }
+        }
+        assert!(decode(&[]).unwrap_err().contains("no edit"));
+        assert!(decode(&[0]).unwrap_err().contains("unknown edit tag 0"));
+        assert!(decode(&[99, 1, 2])
+            .unwrap_err()
+            .contains("unknown edit tag 99"));
+        // A length prefix larger than the limit is refused before it is used.
+        let mut huge = vec![TAG_CREATE_CF, 0, 0, 0, 0];
+        huge.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode(&huge).unwrap_err().contains("more than"));
+        // Not UTF-8.
+        let mut bad = vec![TAG_CREATE_CF, 0, 0, 0, 0, 1, 0, 0, 0, 0xFF];
+        assert!(decode(&bad).is_err());
+        bad[9] = b'x';
+        assert!(decode(&bad).is_ok());
+    }
+
+    #[test]
+    fn decode_survives_random_bytes() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let mut good = Vec::new();
+        encode(&every_kind(), &mut good);
+        for _ in 0..20_000 {
+            let mut b = good.clone();
+            for _ in 0..rng.random_range(1..4) {
+                let i = rng.random_range(0..b.len());
+                b[i] = rng.random();
+            }
+            b.truncate(rng.random_range(0..=b.len()));
+            let _ = decode(&b);
+            let n = rng.random_range(0..64);
+            let noise: Vec<u8> = (0..n).map(|_| rng.random()).collect();
+            let _ = decode(&noise);
+        }
+    }
+
+    fn apply_all(state: ManifestState, edits: &[Edit]) -> Result<ManifestState, String> {
+        let mut a = Applier::new(state);
+        for e in edits {
+            a.apply(e)?;
+        }
+        a.finish_record()?;
+        Ok(a.into_state())
+    }
+
+    #[test]
+    fn initial_state_and_snapshot_rebuild_it() {
+        let s = ManifestState::initial();
+        assert_eq!(s.cfs.len(), 1);
+        assert_eq!(s.cfs[&0].name, "default");
+        assert_eq!(s.cfs[&0].levels.len(), LEVELS);
+        assert_eq!((s.log_start, s.next_table_id, s.next_cf_id), (0, 1, 1));
+        let s = apply_all(
+            s,
+            &[
+                Edit::CreateCf {
+                    id: 1,
+                    name: "a".into(),
+                },
+                Edit::CreateCf {
+                    id: 5,
+                    name: "b".into(),
+                },
+                Edit::AddTable {
+                    cf: 1,
+                    level: 0,
+                    meta: table(3, b"a", b"z", 1, 5),
+                },
+                Edit::AddTable {
+                    cf: 5,
+                    level: 2,
+                    meta: table(4, b"a", b"c", 1, 5),
+                },
+                Edit::DropCf { id: 5 },
+                Edit::LogStart(77),
+            ],
+        )
+        .unwrap();
+        assert_eq!(s.next_cf_id, 6);
+        assert_eq!(s.next_table_id, 5);
+        let rebuilt = apply_all(ManifestState::empty(), &s.snapshot()).unwrap();
+        assert_eq!(rebuilt, s);
+        // The dropped column family's id stays taken.
+        assert!(apply_all(
+            rebuilt,
+            &[Edit::CreateCf {
+                id: 5,
+                name: "c".into()
+            }]
+        )
+        .unwrap_err()
+        .contains("never reused"));
+    }
+
+    #[test]
+    fn levels_keep_their_order() {
+        let mut edits = Vec::new();
+        for (id, s1) in [(1, 10), (2, 30), (3, 20), (4, 30)] {
+            edits.push(Edit::AddTable {
+                cf: 0,
+                level: 0,
+                meta: table(id, b"a", b"z", s1 - 5, s1),
+            });
+        }
+        for (id, lo, hi) in [(10, b"m", b"p"), (11, b"a", b"c"), (12, b"x", b"z")] {
+            edits.push(Edit::AddTable {
+                cf: 0,
+                level: 1,
+                meta: table(id, lo, hi, 1, 2),
+            });
+        }
+        let s = apply_all(ManifestState::initial(), &edits).unwrap();
+        let ids = |l: usize| s.cfs[&0].levels[l].iter().map(|t| t.id).collect::<Vec<_>>();
+        assert_eq!(ids(0), vec![4, 2, 3, 1]);
+        assert_eq!(ids(1), vec![11, 10, 12]);
+        assert_eq!(s.next_table_id, 13);
+    }
+
+    #[test]
+    fn invalid_edits_are_refused() {
+        let base = apply_all(
+            ManifestState::initial(),
+            &[
+                Edit::AddTable {
+                    cf: 0,
+                    level: 1,
+                    meta: table(5, b"d", b"f", 1, 2),
+                },
+                Edit::LogStart(100),
+            ],
+        )
+        .unwrap();
+        let cases: Vec<(Vec<Edit>, &str)> = vec![
+            (
+                vec![Edit::RemoveTable {
+                    cf: 0,
+                    level: 2,
+                    id: 5,
+                }],
+                "not in level 2",
+            ),
+            (
+                vec![Edit::AddTable {
+                    cf: 9,
+                    level: 0,
+                    meta: table(6, b"a", b"b", 1, 1),
+                }],
+                "no column family 9",
+            ),
+            (
+                vec![Edit::AddTable {
+                    cf: 0,
+                    level: 0,
+                    meta: table(5, b"a", b"b", 1, 1),
+                }],
+                "already in the manifest",
+            ),
+            (
+                vec![Edit::AddTable {
+                    cf: 0,
+                    level: 7,
+                    meta: table(6, b"a", b"b", 1, 1),
+                }],
+                "not below 7",
+            ),
+            (
+                vec![Edit::AddTable {
+                    cf: 0,
+                    level: 1,
+                    meta: table(6, b"a", b"d", 1, 1),
+                }],
+                "overlap",
+            ),
+            (
+                vec![Edit::AddTable {
+                    cf: 0,
+                    level: 0,
+                    meta: table(6, b"b", b"a", 1, 1),
+                }],
+                "smallest key is above",
+            ),
+            (
+                vec![Edit::AddTable {
+                    cf: 0,
+                    level: 0,
+                    meta: TableMeta {
+                        smallest: b"short".to_vec(),
+                        ..table(6, b"a", b"b", 1, 1)
+                    },
+                }],
+                "smallest key has 5 bytes",
+            ),
+            (
+                vec![Edit::AddTable {
+                    cf: 0,
+                    level: 0,
+                    meta: table(6, b"a", b"b", 3, 1),
+                }],
+                "smallest seqno",
+            ),
+            (vec![Edit::DropCf { id: 0 }], "cannot be dropped"),
+            (vec![Edit::DropCf { id: 4 }], "no column family 4"),
+            (
+                vec![Edit::CreateCf {
+                    id: 1,
+                    name: "default".into(),
+                }],
+                "exists",
+            ),
+            (
+                vec![Edit::CreateCf {
+                    id: 0,
+                    name: "x".into(),
+                }],
+                "column family 0 exists",
+            ),
+            (
+                vec![Edit::CreateCf {
+                    id: 1,
+                    name: String::new(),
+                }],
+                "1 to 255 bytes",
+            ),
+            (
+                vec![Edit::CreateCf {
+                    id: u32::MAX,
+                    name: "x".into(),
+                }],
+                "out of range",
+            ),
+            (vec![Edit::LogStart(99)], "move back"),
+        ];
+        for (edits, want) in cases {
+            let err = apply_all(base.clone(), &edits).unwrap_err();
+            assert!(err.contains(want), "{edits:?}: {err}");
+        }
+        // A compaction replaces overlapping tables in one record: checked as a whole.
+        let s = apply_all(
+            base,
+            &[
+                Edit::AddTable {
+                    cf: 0,
+                    level: 1,
+                    meta: table(6, b"a", b"e", 1, 3),
+                },
+                Edit::RemoveTable {
+                    cf: 0,
+                    level: 1,
+                    id: 5,
+                },
+                Edit::NextTableId(3),
+            ],
+        )
+        .unwrap();
+        assert_eq!(s.next_table_id, 7, "a high-water mark never moves back");
+    }
+}

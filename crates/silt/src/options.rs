@@ -1,0 +1,221 @@
+//! [`DbBuilder`]: every knob of a database, with its default and why.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use silt_wal::fs::FileSystem;
+pub use silt_wal::{Strategy, SyncMode};
+
+use crate::error::Result;
+use crate::sstable::Compression;
+use crate::Db;
+
+/// How a database is opened. Create it with [`Db::builder`].
+///
+/// # Examples
+///
+/// ```
+/// use silt::{Db, SyncMode};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = Db::builder(dir.path())
+///     .sync_mode(SyncMode::Full)
+///     .memtable_bytes(8 << 20)
+///     .block_cache_bytes(64 << 20)
+///     .open()
+///     .unwrap();
+/// db.put(b"k", b"v").unwrap();
+/// ```
+#[derive(Clone, Debug)]
+pub struct DbBuilder {
+    pub(crate) path: PathBuf,
+    pub(crate) sync: SyncMode,
+    pub(crate) strategy: Strategy,
+    pub(crate) memtable_bytes: u64,
+    pub(crate) immutable_memtables_max: usize,
+    pub(crate) block_cache_bytes: u64,
+    pub(crate) table_cache_tables: usize,
+    pub(crate) block_size_bytes: usize,
+    pub(crate) bloom_bits_per_key: u32,
+    pub(crate) compression: Compression,
+    pub(crate) level_size_ratio: u64,
+    pub(crate) level_base_bytes: u64,
+    pub(crate) table_target_bytes: u64,
+    pub(crate) l0_compaction_trigger: usize,
+    pub(crate) l0_stall_tables: usize,
+    pub(crate) background_threads: usize,
+    pub(crate) wal_segment_bytes: u64,
+    pub(crate) create_if_missing: bool,
+    pub(crate) fs: Option<Arc<dyn FileSystem>>,
+}
+
+impl DbBuilder {
+    pub(crate) fn new(path: PathBuf) -> DbBuilder {
+        DbBuilder {
+            path,
+            sync: SyncMode::None,
+            strategy: Strategy::Pipelined,
+            memtable_bytes: 64 << 20,
+            immutable_memtables_max: 2,
+            block_cache_bytes: 64 << 20,
+            table_cache_tables: 4096,
+            block_size_bytes: 4096,
+            bloom_bits_per_key: 10,
+            compression: Compression::None,
+            level_size_ratio: 10,
+            level_base_bytes: 256 << 20,
+            table_target_bytes: 64 << 20,
+            l0_compaction_trigger: 4,
+            l0_stall_tables: 20,
+            background_threads: 2,
+            wal_segment_bytes: 64 << 20,
+            create_if_missing: true,
+            fs: None,
+        }
+    }
+
+    /// When a write is acknowledged. Default [`SyncMode::None`]: in the OS on return (a
+    /// process crash loses nothing; a machine crash may lose the last writes). Use
+    /// [`SyncMode::Full`] for fdatasync before every acknowledgement (shared by concurrent
+    /// writers), or per write with [`crate::WriteOptions::sync`].
+    pub fn sync_mode(mut self, sync: SyncMode) -> Self {
+        self.sync = sync;
+        self
+    }
+
+    /// The log's commit strategy. Default [`Strategy::Pipelined`]; the others exist to
+    /// measure the seeds' designs.
+    pub fn commit_strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    /// Size at which the memtable is frozen and flushed. Default 64 MiB.
+    pub fn memtable_bytes(mut self, bytes: u64) -> Self {
+        self.memtable_bytes = bytes.max(4096);
+        self
+    }
+
+    /// Frozen memtables allowed to wait for flush before writes stall. Default 2.
+    pub fn immutable_memtables_max(mut self, n: usize) -> Self {
+        self.immutable_memtables_max = n.max(1);
+        self
+    }
+
+    /// Bytes of decoded blocks kept in the block cache. Default 64 MiB; 0 disables it.
+    pub fn block_cache_bytes(mut self, bytes: u64) -> Self {
+        self.block_cache_bytes = bytes;
+        self
+    }
+
+    /// Table files kept open. Default 4096.
+    pub fn table_cache_tables(mut self, n: usize) -> Self {
+        self.table_cache_tables = n.max(16);
+        self
+    }
+
+    /// Target size of an uncompressed data block. Default 4 KiB.
+    pub fn block_size_bytes(mut self, bytes: usize) -> Self {
+        self.block_size_bytes = bytes.clamp(256, 4 << 20);
+        self
+    }
+
+    /// Bloom filter bits per key (about 1% false positives at 10). Default 10; 0 disables.
+    pub fn bloom_bits_per_key(mut self, bits: u32) -> Self {
+        self.bloom_bits_per_key = bits.min(64);
+        self
+    }
+
+    /// Block compression. Default none.
+    pub fn compression(mut self, c: Compression) -> Self {
+        self.compression = c;
+        self
+    }
+
+    /// Size ratio between adjacent levels. Default 10.
+    pub fn level_size_ratio(mut self, ratio: u64) -> Self {
+        self.level_size_ratio = ratio.max(2);
+        self
+    }
+
+    /// The smallest target size of the first non-empty level below level 0 (dynamic level
+    /// targets are derived from the last level's size down to this). Default 256 MiB.
+    pub fn level_base_bytes(mut self, bytes: u64) -> Self {
+        self.level_base_bytes = bytes.max(4096);
+        self
+    }
+
+    /// Target size of a table written by compaction. Default 64 MiB.
+    pub fn table_target_bytes(mut self, bytes: u64) -> Self {
+        self.table_target_bytes = bytes.max(4096);
+        self
+    }
+
+    /// Level-0 tables that trigger a compaction into the level below. Default 4.
+    pub fn l0_compaction_trigger(mut self, n: usize) -> Self {
+        self.l0_compaction_trigger = n.max(1);
+        self
+    }
+
+    /// Level-0 tables at which writes stall until compaction catches up. Default 20.
+    pub fn l0_stall_tables(mut self, n: usize) -> Self {
+        self.l0_stall_tables = n.max(2);
+        self
+    }
+
+    /// Background threads for flush and compaction. Default 2 (at least one flush thread
+    /// and one compaction thread are always run).
+    pub fn background_threads(mut self, n: usize) -> Self {
+        self.background_threads = n.max(2);
+        self
+    }
+
+    /// Size of a log segment file. Default 64 MiB.
+    pub fn wal_segment_bytes(mut self, bytes: u64) -> Self {
+        self.wal_segment_bytes = bytes;
+        self
+    }
+
+    /// Whether `open` creates a missing database. Default true.
+    pub fn create_if_missing(mut self, yes: bool) -> Self {
+        self.create_if_missing = yes;
+        self
+    }
+
+    /// The file layer (tests use `silt_wal::fs::SimFs` to simulate power loss).
+    #[doc(hidden)]
+    pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
+        self.fs = Some(fs);
+        self
+    }
+
+    /// Opens (or creates) the database, recovering it after a crash.
+    ///
+    /// # Errors
+    ///
+    /// `Io` if the directory cannot be read or written; `Corruption` if the manifest, a
+    /// table or the log is damaged where acknowledged data lived; `InvalidArgument` for a
+    /// bad option or a missing database with `create_if_missing(false)`.
+    pub fn open(self) -> Result<Db> {
+        Db::open_with(self)
+    }
+}
+
+/// Options of one write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WriteOptions {
+    /// `Some(true)`: acknowledge only once durable (fdatasync shared with concurrent
+    /// writers); `Some(false)`: once in the OS; `None`: the database's [`SyncMode`].
+    pub sync: Option<bool>,
+}
+
+impl WriteOptions {
+    /// A durable write regardless of the database's sync mode.
+    pub fn durable() -> WriteOptions {
+        WriteOptions { sync: Some(true) }
+    }
+}
+
+/// How long a stalled writer sleeps between checks.
+pub(crate) const STALL_WAIT: Duration = Duration::from_millis(5);

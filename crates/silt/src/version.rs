@@ -1,0 +1,240 @@
+//! [`Version`]: the set of live tables of every column family, per level, as the readers
+//! see it; and the handles that delete a table's file once no version needs it.
+//!
+//! ## Invariants
+//!
+//! 1. Level 0 is ordered newest first; its tables come from flushes of whole memtables, so
+//!    their seqno ranges are disjoint and decrease along the level. Every level-0 entry of a
+//!    key is newer than every entry of that key in the levels below.
+//! 2. Levels 1.. hold tables with disjoint user-key ranges, sorted by smallest key; an entry
+//!    in level k is newer than any entry of the same key in a level below k.
+//! 3. A table file is deleted only when the manifest no longer names it *and* no version
+//!    (held by an open iterator or a running read) refers to it: [`TableHandle`]'s `Drop`.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
+
+use silt_wal::fs::FileSystem;
+
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::key;
+use crate::manifest::{ManifestState, LEVELS};
+use crate::sstable::Table;
+use crate::table_meta::{table_file_name, TableMeta};
+
+/// Opens tables on demand and keeps a bounded number open.
+pub(crate) struct TableCache {
+    open: quick_cache::sync::Cache<u64, Arc<Table>>,
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    pub(crate) blocks: Arc<BlockCache>,
+}
+
+impl std::fmt::Debug for TableCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableCache")
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+impl TableCache {
+    pub(crate) fn new(
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        tables_max: usize,
+        blocks: Arc<BlockCache>,
+    ) -> TableCache {
+        TableCache {
+            open: quick_cache::sync::Cache::new(tables_max),
+            fs,
+            dir,
+            blocks,
+        }
+    }
+
+    pub(crate) fn path(&self, id: u64) -> PathBuf {
+        self.dir.join(table_file_name(id))
+    }
+
+    /// The open table `id`, opening it if needed.
+    pub(crate) fn get(&self, id: u64) -> Result<Arc<Table>> {
+        self.open.get_or_insert_with(&id, || {
+            let path = self.path(id);
+            let file = self
+                .fs
+                .open(&path)
+                .map_err(|e| Error::io("open table", Some(path.clone()), e))?;
+            Table::open(id, path, file, self.blocks.clone())
+        })
+    }
+
+    fn evict(&self, id: u64) {
+        self.open.remove(&id);
+    }
+}
+
+/// One live table: its description, and the duty to delete its file once obsolete.
+#[derive(Debug)]
+pub(crate) struct TableHandle {
+    pub(crate) meta: TableMeta,
+    obsolete: AtomicBool,
+    tables: Arc<TableCache>,
+}
+
+impl TableHandle {
+    pub(crate) fn user_smallest(&self) -> &[u8] {
+        key::user_key(&self.meta.smallest)
+    }
+
+    pub(crate) fn user_largest(&self) -> &[u8] {
+        key::user_key(&self.meta.largest)
+    }
+
+    /// Whether the table's user-key range meets `[lo, hi]` (inclusive).
+    pub(crate) fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
+        self.user_smallest() <= hi && self.user_largest() >= lo
+    }
+
+    pub(crate) fn table(&self) -> Result<Arc<Table>> {
+        self.tables.get(self.meta.id)
+    }
+}
+
+impl Drop for TableHandle {
+    fn drop(&mut self) {
+        if self.obsolete.load(SeqCst) {
+            self.tables.evict(self.meta.id);
+            // A failure leaves an orphan file, removed at the next open.
+            let _ = self.tables.fs.remove(&self.tables.path(self.meta.id));
+        }
+    }
+}
+
+/// The tables of one column family.
+#[derive(Debug, Clone)]
+pub(crate) struct CfVersion {
+    pub(crate) id: u32,
+    pub(crate) name: String,
+    pub(crate) levels: Vec<Vec<Arc<TableHandle>>>,
+}
+
+impl CfVersion {
+    pub(crate) fn level_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|t| t.meta.size_bytes).sum()
+    }
+
+    /// The tables of `level` (>= 1) whose ranges meet `[lo, hi]`.
+    pub(crate) fn overlapping(&self, level: usize, lo: &[u8], hi: &[u8]) -> Vec<Arc<TableHandle>> {
+        self.levels[level]
+            .iter()
+            .filter(|t| t.overlaps(lo, hi))
+            .cloned()
+            .collect()
+    }
+
+    /// In a level >= 1, the table that may hold `user_key`.
+    pub(crate) fn find_in_level(&self, level: usize, user_key: &[u8]) -> Option<&Arc<TableHandle>> {
+        let tables = &self.levels[level];
+        let i = tables.partition_point(|t| t.user_largest() < user_key);
+        tables.get(i).filter(|t| t.user_smallest() <= user_key)
+    }
+}
+
+/// A consistent view of every column family's tables.
+#[derive(Debug, Default)]
+pub(crate) struct Version {
+    pub(crate) cfs: BTreeMap<u32, Arc<CfVersion>>,
+}
+
+/// Keeps one handle per live table id and builds versions from manifest states.
+pub(crate) struct VersionBuilder {
+    handles: HashMap<u64, Arc<TableHandle>>,
+    tables: Arc<TableCache>,
+}
+
+impl VersionBuilder {
+    pub(crate) fn new(tables: Arc<TableCache>) -> VersionBuilder {
+        VersionBuilder {
+            handles: HashMap::new(),
+            tables,
+        }
+    }
+
+    /// The version of `state`. Tables that left the state are marked obsolete: their files
+    /// go when the last older version referring to them is dropped.
+    pub(crate) fn build(&mut self, state: &ManifestState) -> Version {
+        let mut live = HashMap::with_capacity(self.handles.len());
+        let mut cfs = BTreeMap::new();
+        for (id, cf) in &state.cfs {
+            let mut levels = Vec::with_capacity(LEVELS);
+            for level in &cf.levels {
+                let mut v = Vec::with_capacity(level.len());
+                for meta in level {
+                    let h = self.handles.get(&meta.id).cloned().unwrap_or_else(|| {
+                        Arc::new(TableHandle {
+                            meta: meta.clone(),
+                            obsolete: AtomicBool::new(false),
+                            tables: self.tables.clone(),
+                        })
+                    });
+                    live.insert(meta.id, h.clone());
+                    v.push(h);
+                }
+                levels.push(v);
+            }
+            while levels.len() < LEVELS {
+                levels.push(Vec::new());
+            }
+            cfs.insert(
+                *id,
+                Arc::new(CfVersion {
+                    id: *id,
+                    name: cf.name.clone(),
+                    levels,
+                }),
+            );
+        }
+        #[cfg(debug_assertions)]
+        for cf in cfs.values() {
+            check_levels(cf);
+        }
+        for (id, h) in self.handles.drain() {
+            if !live.contains_key(&id) {
+                h.obsolete.store(true, SeqCst);
+            }
+        }
+        self.handles = live;
+        Version { cfs }
+    }
+}
+
+/// Version invariant 2, checked in debug builds after every edit.
+#[cfg(debug_assertions)]
+fn check_levels(cf: &CfVersion) {
+    for (l, tables) in cf.levels.iter().enumerate() {
+        for t in tables {
+            assert!(
+                key::cmp_internal(&t.meta.smallest, &t.meta.largest) != Ordering::Greater,
+                "table {} has smallest > largest",
+                t.meta.id
+            );
+        }
+        if l == 0 {
+            continue;
+        }
+        for w in tables.windows(2) {
+            assert!(
+                w[0].user_largest() < w[1].user_smallest(),
+                "level {l} of cf {}: tables {} and {} overlap or are unsorted",
+                cf.id,
+                w[0].meta.id,
+                w[1].meta.id
+            );
+        }
+    }
+}
