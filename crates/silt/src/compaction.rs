@@ -356,9 +356,9 @@ pub(crate) fn keep_versions(
             // Shadowed by a newer entry every snapshot of this stripe sees. A shadowed
             // single delete still matters, though: if a later single delete cancels the
             // newer put, this one must hide the put below it (put, sd, put, sd is a valid
-            // sequence). So unless it can meet that put right here, it stays until it does
-            // or reaches the bottom.
-            if p.kind == Kind::SingleDelete && !bottommost {
+            // sequence). So it stays until it meets that put in one stripe and both go, or
+            // until it is at the bottom with nothing older left to hide.
+            if p.kind == Kind::SingleDelete {
                 let j = next_distinct(group, i, p.seqno);
                 match group.get(j).and_then(|(k, _)| key::parse(k)) {
                     Some(q) if q.kind == Kind::Put && stripe(snapshots, q.seqno) == s => {
@@ -366,6 +366,7 @@ pub(crate) fn keep_versions(
                         i = j + 1;
                         continue;
                     }
+                    None if bottommost => {}
                     _ => keep.push(i),
                 }
             }
@@ -590,6 +591,19 @@ mod tests {
         assert_eq!(keep_versions(&grp, &[], true), vec![0]);
         let grp = g(&[(9, Kind::Put), (5, Kind::SingleDelete), (3, Kind::Put)]);
         assert_eq!(keep_versions(&grp, &[], false), vec![0]);
+        // The same with a snapshot between the first put and its single delete: the pair
+        // is in different stripes, so even at the bottom the single delete must stay to
+        // hide the old put once the snapshot is gone and the newer pair has cancelled.
+        let grp = g(&[(9, Kind::Put), (5, Kind::SingleDelete), (3, Kind::Put)]);
+        assert_eq!(keep_versions(&grp, &[4], true), vec![0, 1, 2]);
+        let later = g(&[
+            (11, Kind::SingleDelete),
+            (9, Kind::Put),
+            (5, Kind::SingleDelete),
+            (3, Kind::Put),
+        ]);
+        assert_eq!(keep_versions(&later, &[4], true), vec![2, 3]);
+        assert_eq!(keep_versions(&later, &[], true), Vec::<usize>::new());
         let lone = g(&[(9, Kind::SingleDelete)]);
         assert_eq!(keep_versions(&lone, &[], false), vec![0]);
         assert_eq!(keep_versions(&lone, &[], true), Vec::<usize>::new());
