@@ -3,7 +3,7 @@
 //! (`SimFs`). The seed is printed on failure; replay one with `SILT_MODEL_SEED=<seed>`.
 //!
 //! `SILT_MODEL_CASES` (default 24) sets how many seeds run, `SILT_MODEL_OPS` (default 600)
-//! how many operations each.
+//! how many operations each, `SILT_MODEL_BASE` the first seed.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -552,7 +552,12 @@ fn model_with_flush_compaction_reopen_and_crash() {
         .unwrap_or(600);
     let seeds: Vec<u64> = match std::env::var("SILT_MODEL_SEED") {
         Ok(s) => vec![s.parse().expect("SILT_MODEL_SEED must be a number")],
-        Err(_) => (0..cases).map(|i| 0x5117_0000 + i).collect(),
+        Err(_) => {
+            let base: u64 = std::env::var("SILT_MODEL_BASE")
+                .map(|s| s.parse().expect("SILT_MODEL_BASE must be a number"))
+                .unwrap_or(0x5117_0000);
+            (0..cases).map(|i| base + i).collect()
+        }
     };
     for seed in seeds {
         let r = std::panic::catch_unwind(|| run(seed, ops));
