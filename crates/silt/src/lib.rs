@@ -38,6 +38,11 @@ mod sstable;
 mod table_meta;
 mod version;
 
+/// The README's code blocks, compiled and run by `cargo test`.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
+
 pub use batch::{WriteBatch, MAX_VALUE_BYTES};
 pub use db::{ColumnFamily, Db, LevelStats, Snapshot, Stats, DEFAULT_CF};
 pub use error::{Error, Result};
