@@ -75,8 +75,9 @@ impl std::fmt::Display for Error {
             ),
             Error::Poisoned => write!(
                 f,
-                "the log is poisoned by an earlier fdatasync failure and accepts no writes; \
-                 reopen it to recover the durable prefix"
+                "the log is poisoned by an earlier failed write, fdatasync or segment \
+                 preparation (Wal::poison_cause names a background one) and accepts no \
+                 writes; reopen it to recover the durable prefix"
             ),
             Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
             Error::Closed => write!(f, "the log is closed"),

@@ -57,6 +57,8 @@ pub(crate) struct Segments {
     wanted_cv: Condvar,
     /// Set when the log is poisoned: no file is created (and synced) after that.
     poisoned: AtomicBool,
+    /// What poisoned the segments, for [`crate::Wal::poison_cause`].
+    cause: Mutex<Option<String>>,
 }
 
 struct Wanted {
@@ -80,7 +82,14 @@ impl Segments {
         files: BTreeMap<u64, Arc<dyn LogFile>>,
         pool: Vec<PathBuf>,
     ) -> Self {
-        let pool_serial = pool.len() as u64;
+        // Continue after the highest serial found, not from the pool's size: after purges
+        // and reopens the survivors can be, say, 2 and 3 only, and numbering from 2 would
+        // rename a purged segment onto a file still in the pool.
+        let pool_serial = pool
+            .iter()
+            .filter_map(|p| p.file_stem()?.to_str()?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
         Segments {
             fs,
             dir,
@@ -94,6 +103,7 @@ impl Segments {
             }),
             wanted_cv: Condvar::new(),
             poisoned: AtomicBool::new(false),
+            cause: Mutex::new(None),
         }
     }
 
@@ -128,8 +138,12 @@ impl Segments {
             return Err(Error::Poisoned);
         }
         // A failure here may be a failed fdatasync: after it, no file is synced again.
-        self.create_file(prep, id)
-            .inspect_err(|_| self.poisoned.store(true, SeqCst))
+        self.create_file(prep, id).inspect_err(|e| {
+            self.cause
+                .lock()
+                .get_or_insert_with(|| format!("preparing log segment {id} failed: {e}"));
+            self.poisoned.store(true, SeqCst);
+        })
     }
 
     fn create_file(&self, prep: &mut Prep, id: u64) -> Result<Arc<dyn LogFile>> {
@@ -145,10 +159,13 @@ impl Segments {
         .encode();
         let file = match (self.prealloc, prep.pool.pop()) {
             (Preallocate::Recycle, Some(old)) => {
+                // The new header first, under the pool name, then the rename: a crash at
+                // any moment leaves a pool file or a segment whose header matches its name,
+                // never a segment file that still names its old segment.
+                let f = self.fs.open(&old).map_err(io("open", &old))?;
+                f.write_at(&[&header], 0).map_err(io("pwrite", &old))?;
+                f.sync_data().map_err(io("fdatasync", &old))?;
                 self.fs.rename(&old, &path).map_err(io("rename", &old))?;
-                let f = self.fs.open(&path).map_err(io("open", &path))?;
-                f.write_at(&[&header], 0).map_err(io("pwrite", &path))?;
-                f.sync_data().map_err(io("fdatasync", &path))?;
                 f
             }
             (_, old) => {
@@ -214,6 +231,11 @@ impl Segments {
     /// Whether a segment could not be created (for example its `fdatasync` failed).
     pub(crate) fn is_poisoned(&self) -> bool {
         self.poisoned.load(SeqCst)
+    }
+
+    /// Why segment preparation failed, if it did.
+    pub(crate) fn poison_cause(&self) -> Option<String> {
+        self.cause.lock().clone()
     }
 
     /// No more files are created (the log is poisoned). Waits for a creation in progress,

@@ -292,6 +292,13 @@ impl Wal {
         self.inner.reserved.load(SeqCst)
     }
 
+    /// Why the log is poisoned, when the cause was not returned to a caller: a background
+    /// segment preparation that failed (its error had nobody to go to). `None` otherwise —
+    /// a failed foreground write or sync returned its error to the append that ran it.
+    pub fn poison_cause(&self) -> Option<String> {
+        self.inner.segments.poison_cause()
+    }
+
     /// The largest payload this log accepts.
     pub fn max_payload_bytes(&self) -> usize {
         self.inner.max_payload
