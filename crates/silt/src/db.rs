@@ -185,6 +185,19 @@ impl Db {
             .map_err(|e| Error::io("create directory", Some(dir.clone()), e))?;
         let manifest = if Manifest::exists(&*fs, &dir)? {
             Manifest::open(fs.clone(), &dir)?
+        } else if let Some(f) = database_files(&*fs, &tables_dir, &wal_dir) {
+            // `create` installs `CURRENT` before any table or log segment exists, so these
+            // belong to a database whose `CURRENT` was lost: creating a new one would delete
+            // them.
+            return Err(Error::corruption(
+                dir.join("CURRENT"),
+                0,
+                format!(
+                    "CURRENT is missing, but {} belongs to a database; restore CURRENT \
+                     (it names the newest MANIFEST-* file)",
+                    f.display()
+                ),
+            ));
         } else if opts.create_if_missing {
             fs.create_dir_all(&tables_dir)
                 .map_err(|e| Error::io("create directory", Some(tables_dir.clone()), e))?;
@@ -210,6 +223,20 @@ impl Db {
                 .fs(fs.clone()),
         )?;
 
+        let log_start = manifest.state().log_start;
+        let first = wal.recovery().first_lsn;
+        if first / wal.segment_bytes() > log_start / wal.segment_bytes() {
+            // Flushes never purge the segment holding `log_start` (W3): records from
+            // `log_start` on are gone, so replay would silently skip acknowledged writes.
+            return Err(Error::corruption(
+                wal_dir.clone(),
+                log_start,
+                format!(
+                    "the manifest says replay starts at LSN {log_start}, but the log's oldest \
+                     record is at LSN {first}: the manifest is older than the log"
+                ),
+            ));
+        }
         if wal.reserved_lsn() < manifest.state().log_start {
             // The manifest says the log was durable up to `log_start` (invariant W3); a log
             // ending before it lost durable records, and new writes would reuse seqnos
@@ -458,7 +485,8 @@ impl Db {
     ///
     /// `Io` or `Corruption` (naming the table) if a table could not be read.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.get(0, key, self.inner.visible())
+        let (sv, seqno) = self.inner.read_view();
+        self.inner.get_in(&sv, 0, key, seqno)
     }
 
     /// The value of `key` in column family `cf`.
@@ -467,7 +495,8 @@ impl Db {
     ///
     /// As [`Db::get`], and `ColumnFamilyNotFound`.
     pub fn get_cf(&self, cf: &ColumnFamily, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.get(cf.id, key, self.inner.visible())
+        let (sv, seqno) = self.inner.read_view();
+        self.inner.get_in(&sv, cf.id, key, seqno)
     }
 
     /// Every key-value pair of the default column family, in key order; `.rev()` walks
@@ -479,26 +508,29 @@ impl Db {
     /// The key-value pairs of the default column family in `range`, in key order; `.rev()`
     /// walks backwards. The iterator reads a consistent view as of its creation.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
+        let (sv, seqno) = self.inner.read_view();
         self.inner
-            .iter(0, Bounds::from_range(range), self.inner.visible(), None)
+            .iter(0, Bounds::from_range(range), seqno, Some(sv))
     }
 
     /// [`Db::range`] in column family `cf`.
     pub fn range_cf<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, cf: &ColumnFamily, range: R) -> Iter {
+        let (sv, seqno) = self.inner.read_view();
         self.inner
-            .iter(cf.id, Bounds::from_range(range), self.inner.visible(), None)
+            .iter(cf.id, Bounds::from_range(range), seqno, Some(sv))
     }
 
     /// The pairs of the default column family whose key starts with `prefix`.
     pub fn prefix(&self, prefix: &[u8]) -> Iter {
-        self.inner
-            .iter(0, Bounds::prefix(prefix), self.inner.visible(), None)
+        let (sv, seqno) = self.inner.read_view();
+        self.inner.iter(0, Bounds::prefix(prefix), seqno, Some(sv))
     }
 
     /// [`Db::prefix`] in column family `cf`.
     pub fn prefix_cf(&self, cf: &ColumnFamily, prefix: &[u8]) -> Iter {
+        let (sv, seqno) = self.inner.read_view();
         self.inner
-            .iter(cf.id, Bounds::prefix(prefix), self.inner.visible(), None)
+            .iter(cf.id, Bounds::prefix(prefix), seqno, Some(sv))
     }
 
     /// A cursor over the default column family that can seek anywhere, as of now.
@@ -508,7 +540,8 @@ impl Db {
 
     /// A cursor over column family `cf`.
     pub fn cursor_cf(&self, cf: &ColumnFamily) -> crate::read::Cursor {
-        crate::read::Cursor::new(self.inner.clone(), cf.id, self.inner.visible(), None)
+        let (sv, seqno) = self.inner.read_view();
+        crate::read::Cursor::new(self.inner.clone(), cf.id, seqno, Some(sv))
     }
 
     /// A consistent read view: reads through it see exactly the writes acknowledged before
@@ -533,7 +566,9 @@ impl Db {
     pub fn flush(&self) -> Result<()> {
         self.inner.check_writable()?;
         self.inner.rotate(true);
-        self.inner.wait_flushed()
+        // Wait for the memtables frozen until now, not for ones frozen later by writers.
+        let upto = self.inner.sv.read().mems[0].first_seqno();
+        self.inner.wait_flushed(upto)
     }
 
     /// Compacts every table of `cf` overlapping `range` down to the last level, dropping
@@ -601,7 +636,11 @@ impl Db {
     /// Why the database is poisoned, if a background flush or compaction (or a manifest
     /// write) failed: the first such error's message.
     pub fn background_error(&self) -> Option<String> {
-        self.inner.bg_error.lock().clone()
+        self.inner
+            .bg_error
+            .lock()
+            .clone()
+            .or_else(|| self.inner.wal.poison_cause())
     }
 
     /// Counters and sizes; see [`Stats`].
@@ -980,13 +1019,16 @@ impl DbInner {
         true
     }
 
-    /// Waits until every frozen memtable is flushed.
-    fn wait_flushed(&self) -> Result<()> {
+    /// Waits until every frozen memtable holding seqnos below `upto` is flushed.
+    fn wait_flushed(&self, upto: Seqno) -> Result<()> {
         loop {
             if self.poisoned.load(SeqCst) {
                 return Err(Error::Poisoned);
             }
-            if self.sv.read().mems.len() == 1 {
+            if self.sv.read().mems[1..]
+                .iter()
+                .all(|m| m.first_seqno() >= upto)
+            {
                 return Ok(());
             }
             self.notify_bg();
@@ -1113,9 +1155,10 @@ impl DbInner {
 
     /// Replays the log from `log_start` into memtables, flushing when one fills.
     fn replay(&self, log_start: Seqno) -> Result<()> {
-        let live: HashSet<u32> = {
+        let (live, next_cf_id): (HashSet<u32>, u32) = {
             let st = self.state.lock();
-            st.manifest.state().cfs.keys().copied().collect()
+            let s = st.manifest.state();
+            (s.cfs.keys().copied().collect(), s.next_cf_id)
         };
         let reader = self.wal.read_from(log_start)?;
         for rec in reader {
@@ -1125,6 +1168,20 @@ impl DbInner {
                 offset: rec.lsn,
                 reason: format!("log record at LSN {} holds a bad batch: {}", rec.lsn, e.0),
             })?;
+            // A dropped column family's writes are skipped; one the manifest never created
+            // (an id at or above `next_cf_id`) means the manifest lost its creation.
+            if let Some(e) = entries.iter().find(|e| e.cf >= next_cf_id) {
+                return Err(Error::Corruption {
+                    file: self.dir.join("wal"),
+                    offset: rec.lsn,
+                    reason: format!(
+                        "log record at LSN {} writes to column family {}, which the manifest \
+                         never created (next id {next_cf_id}): the manifest is older than \
+                         the log",
+                        rec.lsn, e.cf
+                    ),
+                });
+            }
             let mem = self.sv.read().mems[0].clone();
             apply(&mem, rec.lsn, &entries, |cf| live.contains(&cf));
             if mem.approx_bytes() >= self.opts.memtable_bytes {
@@ -1166,8 +1223,27 @@ impl DbInner {
         }
     }
 
+    /// The super-version and the seqno of a read that is not through a snapshot: the
+    /// super-version first, so that no compaction installed after the seqno was taken can
+    /// have dropped a version the read must see.
+    pub(crate) fn read_view(&self) -> (Arc<SuperVersion>, Seqno) {
+        let sv = self.super_version();
+        let seqno = self.visible();
+        (sv, seqno)
+    }
+
     pub(crate) fn get(&self, cf: u32, key: &[u8], snapshot: Seqno) -> Result<Option<Vec<u8>>> {
         let sv = self.super_version();
+        self.get_in(&sv, cf, key, snapshot)
+    }
+
+    pub(crate) fn get_in(
+        &self,
+        sv: &SuperVersion,
+        cf: u32,
+        key: &[u8],
+        snapshot: Seqno,
+    ) -> Result<Option<Vec<u8>>> {
         let Some(cfv) = sv.version.cfs.get(&cf) else {
             return Err(Error::ColumnFamilyNotFound(format!("id {cf}")));
         };
@@ -1339,6 +1415,18 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
         .name(name.into())
         .spawn(f)
         .map_err(|e| Error::io("spawn thread", None, e))
+}
+
+/// A table file or log segment in the directories of a database, if there is one.
+fn database_files(fs: &dyn FileSystem, tables_dir: &Path, wal_dir: &Path) -> Option<PathBuf> {
+    [(tables_dir, ".sst"), (wal_dir, ".wal")]
+        .into_iter()
+        .filter_map(|(d, ext)| fs.list(d).ok().map(|files| (files, ext)))
+        .find_map(|(files, ext)| {
+            files
+                .into_iter()
+                .find(|f| f.to_str().is_some_and(|n| n.ends_with(ext)))
+        })
 }
 
 /// Deletes table files the manifest does not name (left by a crash between writing a table
