@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use silt::{ColumnFamily, Db, Snapshot, SyncMode, WriteBatch, WriteOptions};
+use silt::{ColumnFamily, Compression, Db, Snapshot, SyncMode, WriteBatch, WriteOptions};
 use silt_wal::fs::{CrashMode, SimFs};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -20,6 +20,7 @@ struct World {
     fs: Arc<SimFs>,
     db: Db,
     sync: SyncMode,
+    compression: Compression,
     /// Per column family name.
     model: BTreeMap<String, Model>,
     /// Writes since the last single delete, per (cf, key): a put counts 1, a delete counts
@@ -32,10 +33,11 @@ struct World {
     log: Vec<String>,
 }
 
-fn open(fs: &Arc<SimFs>, sync: SyncMode) -> Db {
+fn open(fs: &Arc<SimFs>, sync: SyncMode, compression: Compression) -> Db {
     Db::builder("/db")
         .file_system(fs.clone())
         .sync_mode(sync)
+        .compression(compression)
         .memtable_bytes(8 << 10)
         .table_target_bytes(8 << 10)
         .level_base_bytes(16 << 10)
@@ -402,9 +404,12 @@ impl World {
 
     fn reopen(&mut self, _rng: &mut ChaCha8Rng, step: usize) {
         self.snaps.clear();
-        let db = std::mem::replace(&mut self.db, open(&SimFs::new(), self.sync));
+        let db = std::mem::replace(
+            &mut self.db,
+            open(&SimFs::new(), self.sync, self.compression),
+        );
         db.close().expect("close");
-        self.db = open(&self.fs, self.sync);
+        self.db = open(&self.fs, self.sync, self.compression);
         self.check_all(&format!("step {step}: after reopen"));
     }
 
@@ -423,10 +428,13 @@ impl World {
         }
         self.log
             .push(format!("{step} crash mode {mode:?} sync {:?}", self.sync));
-        let old = std::mem::replace(&mut self.db, open(&SimFs::new(), self.sync));
+        let old = std::mem::replace(
+            &mut self.db,
+            open(&SimFs::new(), self.sync, self.compression),
+        );
         drop(old);
         self.fs = image;
-        self.db = open(&self.fs, self.sync);
+        self.db = open(&self.fs, self.sync, self.compression);
         let got = self.full_state();
         if matches!(self.sync, SyncMode::Full) {
             self.check_all(&format!("step {step}: after crash ({mode:?})"));
@@ -495,14 +503,18 @@ fn run(seed: u64, ops: usize) {
     } else {
         SyncMode::None
     };
+    // From the seed without drawing from the generator, so older seeds replay unchanged.
+    let compression =
+        [Compression::None, Compression::Lz4, Compression::Zstd(1)][(seed % 3) as usize];
     let fs = SimFs::new();
-    let db = open(&fs, sync);
+    let db = open(&fs, sync, compression);
     let mut model = BTreeMap::new();
     model.insert("default".to_string(), Model::new());
     let mut w = World {
         fs,
         db,
         sync,
+        compression,
         model: model.clone(),
         puts: BTreeMap::new(),
         snaps: Vec::new(),
@@ -572,7 +584,7 @@ fn model_with_flush_compaction_reopen_and_crash() {
 fn model_reaches_deep_levels() {
     // Enough writes that compaction moves data below the base level and reads cross levels.
     let fs = SimFs::new();
-    let db = open(&fs, SyncMode::None);
+    let db = open(&fs, SyncMode::None, Compression::Lz4);
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let mut m = Model::new();
     for i in 0..20_000u32 {
