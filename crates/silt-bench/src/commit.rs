@@ -646,7 +646,7 @@ async fn spawn_and_join(
 }
 
 /// Today's UTC date as YYYY-MM-DD (civil-from-days, so no date crate is needed).
-fn today() -> String {
+pub(crate) fn today() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

@@ -1,11 +1,19 @@
 //! `silt-bench`: SiltDB's benchmark tool.
 //!
-//! Today it has one subcommand, `commit`: the commit-path matrix of `silt-wal`'s strategies
-//! beside the seeds' designs and the raw `pwrite`+`fdatasync` floor. Engine workloads
-//! (`run`, `report`, `suite`) arrive with the engine.
+//! Subcommands:
+//!
+//! * `commit`: the commit-path matrix of `silt-wal`'s strategies beside the seeds' designs
+//!   and the raw `pwrite`+`fdatasync` floor.
+//! * `run`: db_bench-style engine workloads (fillseq, fillrandom, readrandom, seekrandom,
+//!   scan, …) on the engines of `engine.rs`, one child process per cell.
+//!
+//! `report` and `suite` arrive with the benchmark issue.
 
 mod commit;
+mod engine;
 mod output;
+mod run;
+mod sysstat;
 
 use clap::{Parser, Subcommand};
 
@@ -20,12 +28,19 @@ struct Cli {
 enum Command {
     /// Commit-path matrix: strategies x sync modes x callers x record sizes.
     Commit(commit::CommitArgs),
+    /// Engine workloads (db_bench names): engines x workloads x sync modes x threads.
+    Run(run::RunArgs),
+    /// One cell of `run`, in its own process (used by `run` itself).
+    #[command(hide = true)]
+    Cell(run::CellArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Commit(args) => commit::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Cell(args) => run::cell(args),
     };
     if let Err(e) = result {
         eprintln!("silt-bench: {e}");

@@ -1,0 +1,331 @@
+//! The engines `silt-bench run` can drive: one [`Engine`] trait, one adapter per engine.
+//!
+//! Only `silt` exists today. Peer adapters (RocksDB, SQLite, fjall, redb, TidesDB) come
+//! with the benchmark issue, each behind a cargo feature of its own name; until one is
+//! compiled in, asking for it reports the engine as unavailable (with a message), never a
+//! panic. To add one: implement [`Engine`] (and [`Seeker`]) for it, add a
+//! `#[cfg(feature = "...")]` arm to [`open`], and list it in [`KNOWN`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+pub type EResult<T> = Result<T, String>;
+
+/// Every engine name the tool knows, with the cargo feature that compiles its adapter
+/// (`None`: always compiled).
+pub const KNOWN: &[(&str, Option<&str>)] = &[
+    ("silt", None),
+    ("rocksdb", Some("rocksdb")),
+    ("sqlite", Some("sqlite")),
+    ("fjall", Some("fjall")),
+    ("redb", Some("redb")),
+    ("tidesdb", Some("tidesdb")),
+];
+
+/// How a cell opens its engine. Every adapter maps these to its closest settings and
+/// documents what it could not honour.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// A fresh directory the engine owns.
+    pub dir: PathBuf,
+    /// Acknowledge writes after an fdatasync (`full`) or once in the OS (`none`).
+    pub sync_full: bool,
+    /// Block (or page) cache budget in bytes.
+    pub cache_bytes: u64,
+    /// Emulated extra device-flush latency per fdatasync, µs (0: none); only where the
+    /// engine's file layer can be wrapped.
+    pub fsync_delay_us: u64,
+    /// `merged` or `serial` (see `silt_wal::fs::DelayFs`).
+    pub fsync_delay_model: String,
+}
+
+/// A key-value engine under test. Shared by every worker thread of a cell (so `Sync`).
+pub trait Engine: Send + Sync {
+    /// Writes the pairs as one atomic batch, acknowledged per the configured sync mode.
+    fn write(&self, kvs: &[(&[u8], &[u8])]) -> EResult<()>;
+    /// The length of `key`'s value, or `None` if it is absent.
+    fn get(&self, key: &[u8]) -> EResult<Option<usize>>;
+    /// A per-thread cursor for `seekrandom`, reused across seeks (as db_bench reuses its
+    /// iterator).
+    fn seeker(&self) -> EResult<Box<dyn Seeker + '_>>;
+    /// Reads up to `n` pairs from the first key `>= start`, through the engine's range
+    /// iterator; returns how many it read.
+    fn scan(&self, start: &[u8], n: usize) -> EResult<usize>;
+    /// Calls `each` for every pair with `lo <= key < hi` (unbounded where `None`), in order.
+    fn for_each(
+        &self,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+        each: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> EResult<u64>;
+    /// Writes buffered writes (memtable) to the engine's tables and waits for it.
+    fn flush(&self) -> EResult<()>;
+    /// Waits (at most `max`) until background work (compaction) looks finished.
+    fn wait_idle(&self, max: Duration);
+    /// Engine-specific counters for the JSON line (`engine_stats`), if any.
+    fn stats(&self) -> Option<Value> {
+        None
+    }
+    /// Closes the engine cleanly.
+    fn close(self: Box<Self>) -> EResult<()>;
+}
+
+/// A reusable seek cursor.
+pub trait Seeker {
+    /// Positions at the first key `>= key` and reads that one pair; whether there was one.
+    fn seek(&mut self, key: &[u8]) -> EResult<bool>;
+}
+
+/// Whether `name` can be opened in this build; `Err` says why not.
+pub fn availability(name: &str) -> Result<(), String> {
+    match KNOWN.iter().find(|(n, _)| *n == name) {
+        None => Err(format!(
+            "unknown engine {name:?} (known: {})",
+            KNOWN.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+        )),
+        Some((_, None)) => Ok(()),
+        Some((_, Some(feature))) => Err(format!(
+            "engine {name:?} is not compiled into this build (its adapter, behind cargo \
+             feature `{feature}`, comes with the benchmark issue)"
+        )),
+    }
+}
+
+/// Opens engine `name` in `cfg.dir`.
+pub fn open(name: &str, cfg: &EngineConfig) -> EResult<Box<dyn Engine>> {
+    availability(name)?;
+    match name {
+        "silt" => Ok(Box::new(SiltEngine::open(cfg)?)),
+        other => Err(format!("engine {other:?} has no adapter")),
+    }
+}
+
+// ------------------------------------------------------------------------------ silt
+
+/// `silt::Db` with its defaults except: sync mode, block cache budget, and (for
+/// `--fsync-delay-us`) a `DelayFs` around the OS file layer, which delays the log's, the
+/// tables' and the manifest's fdatasyncs alike.
+pub struct SiltEngine {
+    db: silt::Db,
+}
+
+impl SiltEngine {
+    pub fn open(cfg: &EngineConfig) -> EResult<SiltEngine> {
+        let mut b = silt::Db::builder(&cfg.dir)
+            .sync_mode(if cfg.sync_full {
+                silt::SyncMode::Full
+            } else {
+                silt::SyncMode::None
+            })
+            .block_cache_bytes(cfg.cache_bytes);
+        if cfg.fsync_delay_us > 0 {
+            use silt_wal::fs::{DelayFs, FileSystem, OsFs};
+            let os: Arc<dyn FileSystem> = OsFs::new();
+            let extra = Duration::from_micros(cfg.fsync_delay_us);
+            let fs: Arc<dyn FileSystem> = if cfg.fsync_delay_model == "serial" {
+                DelayFs::serial(os, extra)
+            } else {
+                DelayFs::new(os, extra)
+            };
+            b = b.file_system(fs);
+        }
+        let db = b
+            .open()
+            .map_err(|e| format!("silt: open {}: {e}", cfg.dir.display()))?;
+        Ok(SiltEngine { db })
+    }
+}
+
+fn silt_err(e: silt::Error) -> String {
+    format!("silt: {e}")
+}
+
+struct SiltSeeker {
+    cursor: silt::Cursor,
+}
+
+impl Seeker for SiltSeeker {
+    fn seek(&mut self, key: &[u8]) -> EResult<bool> {
+        Ok(self.cursor.seek(key).map_err(silt_err)?.is_some())
+    }
+}
+
+impl Engine for SiltEngine {
+    fn write(&self, kvs: &[(&[u8], &[u8])]) -> EResult<()> {
+        if let [(k, v)] = kvs {
+            return self.db.put(k, v).map_err(silt_err);
+        }
+        let mut b = silt::WriteBatch::new();
+        for (k, v) in kvs {
+            b.put(k, v);
+        }
+        self.db
+            .write(b, silt::WriteOptions::default())
+            .map_err(silt_err)
+    }
+
+    fn get(&self, key: &[u8]) -> EResult<Option<usize>> {
+        Ok(self.db.get(key).map_err(silt_err)?.map(|v| v.len()))
+    }
+
+    fn seeker(&self) -> EResult<Box<dyn Seeker + '_>> {
+        Ok(Box::new(SiltSeeker {
+            cursor: self.db.cursor(),
+        }))
+    }
+
+    fn scan(&self, start: &[u8], n: usize) -> EResult<usize> {
+        let mut read = 0;
+        for kv in self.db.range(start..).take(n) {
+            kv.map_err(silt_err)?;
+            read += 1;
+        }
+        Ok(read)
+    }
+
+    fn for_each(
+        &self,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+        each: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> EResult<u64> {
+        use std::ops::Bound;
+        let lo = lo.map_or(Bound::Unbounded, Bound::Included);
+        let hi = hi.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut n = 0;
+        for kv in self.db.range::<&[u8], _>((lo, hi)) {
+            let (k, v) = kv.map_err(silt_err)?;
+            each(&k, &v);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn flush(&self) -> EResult<()> {
+        self.db.flush().map_err(silt_err)
+    }
+
+    /// silt has no "compaction idle" signal in its API, so this polls: idle once level 0
+    /// is under the default compaction trigger (4 tables), no compaction finished, no
+    /// table bytes moved and the process used under 10% of a core, over two consecutive
+    /// 50 ms polls (the compaction thread wakes at least every 50 ms).
+    fn wait_idle(&self, max: Duration) {
+        let start = Instant::now();
+        let sample = || {
+            let s = self.db.stats();
+            let l0 = s.levels.first().map_or(0, |l| l.tables);
+            (
+                l0,
+                s.compactions,
+                s.compaction_write_bytes,
+                s.flushes,
+                crate::sysstat::cpu_seconds(),
+            )
+        };
+        let mut last = sample();
+        let mut quiet = 0;
+        while start.elapsed() < max {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = sample();
+            let cpu = match (now.4, last.4) {
+                (Some(a), Some(b)) => a - b,
+                _ => 0.0,
+            };
+            let moved = (now.1, now.2, now.3) != (last.1, last.2, last.3);
+            if now.0 < 4 && !moved && cpu < 0.005 {
+                quiet += 1;
+                if quiet >= 2 {
+                    return;
+                }
+            } else {
+                quiet = 0;
+            }
+            last = now;
+        }
+    }
+
+    fn stats(&self) -> Option<Value> {
+        let s = self.db.stats();
+        let levels: Vec<Value> = s
+            .levels
+            .iter()
+            .map(|l| json!({"tables": l.tables, "bytes": l.bytes}))
+            .collect();
+        Some(json!({
+            "levels": levels,
+            "table_bytes": s.levels.iter().map(|l| l.bytes).sum::<u64>(),
+            "memtable_bytes": s.memtable_bytes,
+            "immutable_memtables": s.immutable_memtables,
+            "cache_hits": s.cache_hits,
+            "cache_misses": s.cache_misses,
+            "user_bytes": s.user_bytes,
+            "wal_bytes": s.wal_bytes,
+            "wal_fsyncs": s.wal_fsyncs,
+            "flush_bytes": s.flush_bytes,
+            "compaction_read_bytes": s.compaction_read_bytes,
+            "compaction_write_bytes": s.compaction_write_bytes,
+            "flushes": s.flushes,
+            "compactions": s.compactions,
+            "write_amp": s.write_amp,
+            "stalls": s.stalls,
+            "stall_micros": s.stall_micros,
+            "background_error": self.db.background_error(),
+        }))
+    }
+
+    fn close(self: Box<Self>) -> EResult<()> {
+        self.db.close().map_err(silt_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_and_uncompiled_engines_are_unavailable() {
+        assert!(availability("silt").is_ok());
+        let e = availability("rocksdb").unwrap_err();
+        assert!(e.contains("not compiled"), "{e}");
+        let e = availability("nosuch").unwrap_err();
+        assert!(e.contains("unknown"), "{e}");
+    }
+
+    #[test]
+    fn silt_adapter_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = EngineConfig {
+            dir: dir.path().join("db"),
+            sync_full: false,
+            cache_bytes: 1 << 20,
+            fsync_delay_us: 0,
+            fsync_delay_model: "merged".into(),
+        };
+        let e = open("silt", &cfg).unwrap();
+        e.write(&[(b"a", b"1"), (b"b", b"22"), (b"c", b"333")])
+            .unwrap();
+        e.write(&[(b"d", b"4444")]).unwrap();
+        assert_eq!(e.get(b"b").unwrap(), Some(2));
+        assert_eq!(e.get(b"x").unwrap(), None);
+        e.flush().unwrap();
+        assert_eq!(e.scan(b"b", 2).unwrap(), 2);
+        assert_eq!(e.scan(b"c", 10).unwrap(), 2);
+        let mut seen = Vec::new();
+        let n = e
+            .for_each(Some(b"b"), Some(b"d"), &mut |k, _| seen.push(k.to_vec()))
+            .unwrap();
+        assert_eq!(n, 2);
+        assert_eq!(seen, vec![b"b".to_vec(), b"c".to_vec()]);
+        {
+            let mut s = e.seeker().unwrap();
+            assert!(s.seek(b"bb").unwrap());
+            assert!(!s.seek(b"e").unwrap());
+        }
+        e.wait_idle(Duration::from_secs(5));
+        assert!(e.stats().is_some());
+        e.close().unwrap();
+    }
+}

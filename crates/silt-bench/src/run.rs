@@ -1,0 +1,1191 @@
+//! `silt-bench run`: db_bench-style workloads on the engines of [`crate::engine`].
+//!
+//! Each engine × workload × sync mode × thread count (× repeat) is one *cell*, and every
+//! cell runs in a fresh child process (this binary re-executed with the hidden `cell`
+//! subcommand), so its peak RSS, CPU and `/proc/self/io` counters are its own. The child
+//! opens the engine in a fresh directory, preloads it if the workload reads (untimed, then
+//! flushed and left to settle), runs the timed phase on `--threads` threads sharing one
+//! engine handle, and prints one JSON line; the parent prints the lines (`json`), CSV rows
+//! (`csv`) or a table of medians over `--repeat` (`table`).
+//!
+//! Workloads (names as in RocksDB's db_bench):
+//!
+//! * `fillseq`: `--num` puts, keys in ascending order (with N threads, each writes its own
+//!   contiguous slice of the key space in order).
+//! * `fillrandom`: `--num` puts, keys drawn from `--pattern` (default uniform random, with
+//!   replacement, as db_bench) over `0..num`.
+//! * `overwrite`: as `fillrandom`, on a database preloaded with all `--num` keys.
+//! * `fillsync`: `fillrandom` with sync forced to `full`, `--num / 100` puts (LevelDB's
+//!   db_bench).
+//! * `readrandom`: `--reads` (default `--num`) point gets of keys from `--pattern`.
+//! * `readseq`: one full forward iteration (N threads: each iterates its slice).
+//! * `seekrandom`: `--reads` seeks of a reused per-thread cursor, each reading the one
+//!   entry it lands on (db_bench's `seekrandom` with `seek_nexts = 0`).
+//! * `scan` (alias `range`): `--reads` range reads of `--range-size` entries from a key
+//!   drawn from `--pattern`, each through a new range iterator (`db.range(start..)`).
+//!
+//! Read workloads and `overwrite` preload all `--num` keys (in `--load-order`, batches of
+//! 1000) before the timed phase.
+//!
+//! Keys are the key index as 8 big-endian bytes padded with `'0'` to `--key-bytes` (so key
+//! order is numeric order); values are slices of a 1 MiB pseudo-random buffer.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{self, Engine, EngineConfig};
+use crate::output::{csv_header, csv_row, engine_json_line, engine_table, EngineResult};
+use crate::sysstat;
+
+/// Flags of `silt-bench run`. Names are a contract: add, never rename.
+#[derive(Args, Debug, Clone, Serialize, Deserialize)]
+pub struct RunArgs {
+    /// Comma-separated engines: silt (peers — rocksdb, sqlite, fjall, redb, tidesdb — once
+    /// their adapters are compiled in; otherwise reported as unavailable).
+    #[arg(long, default_value = "silt")]
+    pub engines: String,
+    /// Comma-separated workloads: fillseq, fillrandom, overwrite, fillsync, readrandom,
+    /// readseq, seekrandom, scan (alias range).
+    #[arg(long, default_value = "fillseq,fillrandom,readrandom,seekrandom,scan")]
+    pub workloads: String,
+    /// Keys: puts of a fill, keys preloaded for reads and `overwrite`.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub num: u64,
+    /// Operations of readrandom, seekrandom and scan (default: --num).
+    #[arg(long)]
+    pub reads: Option<u64>,
+    /// Worker threads sharing one engine handle; comma-separated for several cells.
+    #[arg(long, default_value = "1")]
+    pub threads: String,
+    /// Entries per write batch.
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
+    /// Key size in bytes (8-byte big-endian index, padded; under 8 keeps the low bytes).
+    #[arg(long, default_value_t = 16)]
+    pub key_bytes: usize,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 100)]
+    pub value_bytes: usize,
+    /// Key order of every workload but fillseq (always sequential) and readseq (a full
+    /// scan): sequential, random (uniform) or zipfian (scrambled, --zipf-theta).
+    #[arg(long, default_value = "random")]
+    pub pattern: String,
+    /// Skew of --pattern zipfian, in (0, 1).
+    #[arg(long, default_value_t = 0.99)]
+    pub zipf_theta: f64,
+    /// none or full (comma-separated for several cells). fillsync is always full.
+    #[arg(long, default_value = "none")]
+    pub sync: String,
+    /// Entries per `scan`.
+    #[arg(long, default_value_t = 100)]
+    pub range_size: usize,
+    /// Block cache budget in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    pub cache_bytes: u64,
+    /// Where the database directories go (one fresh subdirectory per cell, removed after);
+    /// default a new temporary directory.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Emulate a slower device: every fdatasync takes at least this many µs more. Applies
+    /// only to engines whose file layer can be wrapped (silt: all of its fdatasyncs, via
+    /// silt-wal's `DelayFs`); ignored by the others.
+    #[arg(long, default_value_t = 0)]
+    pub fsync_delay_us: u64,
+    /// merged or serial (see `silt-bench commit --help`).
+    #[arg(long, default_value = "merged")]
+    pub fsync_delay_model: String,
+    /// table (medians over repeats), json (one object per line per cell) or csv.
+    #[arg(long, default_value = "table")]
+    pub format: String,
+    /// Run the whole matrix this many times, interleaved (A B A B); the table shows medians.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+    /// Seed of the key generators.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Order of the untimed preload: random (a full permutation of 0..num) or sequential.
+    #[arg(long, default_value = "random")]
+    pub load_order: String,
+    /// Keep each cell's database directory instead of removing it.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// The hidden `cell` subcommand: one cell, run by the parent in a child process.
+#[derive(Args, Debug, Clone)]
+pub struct CellArgs {
+    /// The cell, as JSON.
+    #[arg(long)]
+    spec: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct CellSpec {
+    args: RunArgs,
+    engine: String,
+    workload: String,
+    sync: String,
+    threads: usize,
+    dir: PathBuf,
+    repeat: usize,
+    date: String,
+}
+
+// ------------------------------------------------------------------------------ workloads
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    FillSeq,
+    FillRandom,
+    Overwrite,
+    FillSync,
+    ReadRandom,
+    ReadSeq,
+    SeekRandom,
+    Scan,
+}
+
+impl Workload {
+    pub fn parse(s: &str) -> Result<Workload, String> {
+        Ok(match s {
+            "fillseq" => Workload::FillSeq,
+            "fillrandom" => Workload::FillRandom,
+            "overwrite" => Workload::Overwrite,
+            "fillsync" => Workload::FillSync,
+            "readrandom" => Workload::ReadRandom,
+            "readseq" => Workload::ReadSeq,
+            "seekrandom" => Workload::SeekRandom,
+            "scan" | "range" => Workload::Scan,
+            other => {
+                return Err(format!(
+                    "--workloads: unknown {other:?} (fillseq, fillrandom, overwrite, fillsync, \
+                     readrandom, readseq, seekrandom, scan)"
+                ))
+            }
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::FillSeq => "fillseq",
+            Workload::FillRandom => "fillrandom",
+            Workload::Overwrite => "overwrite",
+            Workload::FillSync => "fillsync",
+            Workload::ReadRandom => "readrandom",
+            Workload::ReadSeq => "readseq",
+            Workload::SeekRandom => "seekrandom",
+            Workload::Scan => "scan",
+        }
+    }
+
+    fn writes(self) -> bool {
+        matches!(
+            self,
+            Workload::FillSeq | Workload::FillRandom | Workload::Overwrite | Workload::FillSync
+        )
+    }
+
+    fn preloads(self) -> bool {
+        !matches!(
+            self,
+            Workload::FillSeq | Workload::FillRandom | Workload::FillSync
+        )
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pattern {
+    Sequential,
+    Random,
+    Zipfian,
+}
+
+impl Pattern {
+    fn parse(s: &str) -> Result<Pattern, String> {
+        match s {
+            "sequential" | "seq" => Ok(Pattern::Sequential),
+            "random" | "uniform" => Ok(Pattern::Random),
+            "zipfian" | "zipf" => Ok(Pattern::Zipfian),
+            other => Err(format!(
+                "--pattern: unknown {other:?} (sequential, random, zipfian)"
+            )),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Pattern::Sequential => "sequential",
+            Pattern::Random => "random",
+            Pattern::Zipfian => "zipfian",
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------ keys
+
+/// SplitMix64: a small, fast, well-mixed generator (and its finalizer as a hash).
+#[derive(Clone, Debug)]
+struct Rng(u64);
+
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(mix64(seed ^ 0x5117_db00_5eed_0000))
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        mix64(self.0)
+    }
+
+    /// Uniform in `0..n` (multiply-shift; bias below 2^-64 · n).
+    fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+
+    /// Uniform in `[0, 1)`.
+    fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+}
+
+/// YCSB's Zipfian generator (Gray et al.), item 0 the most popular; callers scramble the
+/// rank so hot keys are spread over the key space.
+#[derive(Debug)]
+struct Zipf {
+    n: u64,
+    theta: f64,
+    alpha: f64,
+    zetan: f64,
+    eta: f64,
+}
+
+impl Zipf {
+    fn new(n: u64, theta: f64) -> Zipf {
+        let zetan: f64 = (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum();
+        let zeta2 = 1.0 + 0.5f64.powf(theta);
+        let alpha = 1.0 / (1.0 - theta);
+        let eta = (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
+        Zipf {
+            n,
+            theta,
+            alpha,
+            zetan,
+            eta,
+        }
+    }
+
+    fn rank(&self, u: f64) -> u64 {
+        let uz = u * self.zetan;
+        if uz < 1.0 || self.n <= 1 {
+            return 0;
+        }
+        if uz < 1.0 + 0.5f64.powf(self.theta) {
+            return 1;
+        }
+        let r = self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha);
+        (r as u64).min(self.n - 1)
+    }
+}
+
+/// One worker's stream of key indexes.
+enum KeyGen {
+    /// `lo, lo+1, …` wrapping within `lo..lo+len`.
+    Seq {
+        lo: u64,
+        len: u64,
+        i: u64,
+    },
+    Uniform {
+        rng: Rng,
+        n: u64,
+    },
+    Zipf {
+        rng: Rng,
+        z: Arc<Zipf>,
+    },
+}
+
+impl KeyGen {
+    fn next(&mut self) -> u64 {
+        match self {
+            KeyGen::Seq { lo, len, i } => {
+                let k = *lo + *i % *len;
+                *i += 1;
+                k
+            }
+            KeyGen::Uniform { rng, n } => rng.below(*n),
+            KeyGen::Zipf { rng, z } => mix64(z.rank(rng.unit()) ^ 0x2545_f491_4f6c_dd1d) % z.n,
+        }
+    }
+}
+
+/// The slice `lo..hi` of `0..num` that thread `t` of `threads` owns.
+fn slice(num: u64, threads: usize, t: usize) -> (u64, u64) {
+    let n = threads as u64;
+    let t = t as u64;
+    let lo = (u128::from(num) * u128::from(t) / u128::from(n)) as u64;
+    let hi = (u128::from(num) * u128::from(t + 1) / u128::from(n)) as u64;
+    (lo, hi)
+}
+
+/// `ops` split over `threads`: the first `ops % threads` do one more.
+fn split(ops: u64, threads: usize) -> Vec<u64> {
+    let n = threads as u64;
+    (0..n).map(|i| ops / n + u64::from(i < ops % n)).collect()
+}
+
+/// Writes key `idx` into `out` (`out.len()` = key bytes).
+fn make_key(idx: u64, out: &mut [u8]) {
+    let be = idx.to_be_bytes();
+    if out.len() >= 8 {
+        out[..8].copy_from_slice(&be);
+        out[8..].fill(b'0');
+    } else {
+        let n = out.len();
+        out.copy_from_slice(&be[8 - n..]);
+    }
+}
+
+fn key(idx: u64, key_bytes: usize) -> Vec<u8> {
+    let mut k = vec![0; key_bytes];
+    make_key(idx, &mut k);
+    k
+}
+
+const VALUE_POOL: usize = 1 << 20;
+
+/// Values: slices of a pseudo-random 1 MiB buffer, at a position picked by the key.
+struct Values {
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl Values {
+    fn new(seed: u64, len: usize) -> Values {
+        let mut rng = Rng::new(seed ^ 0x7a1e);
+        let mut buf = Vec::with_capacity(VALUE_POOL + len + 8);
+        while buf.len() < VALUE_POOL + len {
+            buf.extend_from_slice(&rng.next_u64().to_le_bytes());
+        }
+        Values { buf, len }
+    }
+
+    fn get(&self, idx: u64, salt: u64) -> &[u8] {
+        let off = (mix64(idx ^ salt.rotate_left(32)) % VALUE_POOL as u64) as usize;
+        &self.buf[off..off + self.len]
+    }
+}
+
+/// A full permutation of `0..num` (a stride walk, the stride coprime to num) for random
+/// preloads: every key once, in an order spread over the key space.
+fn permutation(num: u64, seed: u64) -> impl Iterator<Item = u64> {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let mut stride = ((num as f64) * 0.618_033_988_75) as u64 | 1;
+    while num > 1 && gcd(stride % num, num) != 1 {
+        stride += 1;
+    }
+    let off = if num > 0 { mix64(seed) % num } else { 0 };
+    (0..num).map(move |i| {
+        ((u128::from(i) * u128::from(stride) + u128::from(off)) % u128::from(num)) as u64
+    })
+}
+
+// ------------------------------------------------------------------------------ parent
+
+fn list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn validate(a: &RunArgs) -> Result<(), String> {
+    if !["table", "json", "csv"].contains(&a.format.as_str()) {
+        return Err(format!(
+            "--format: {:?} is not table, json or csv",
+            a.format
+        ));
+    }
+    if a.num == 0 {
+        return Err("--num must be positive".into());
+    }
+    if a.key_bytes == 0 || (a.key_bytes < 8 && a.num > 1u64 << (8 * a.key_bytes)) {
+        return Err(format!(
+            "--key-bytes {} cannot hold {} distinct keys",
+            a.key_bytes, a.num
+        ));
+    }
+    if a.batch == 0 || a.range_size == 0 || a.reads == Some(0) {
+        return Err("--batch, --range-size and --reads must be positive".into());
+    }
+    Pattern::parse(&a.pattern)?;
+    if !(a.zipf_theta > 0.0 && a.zipf_theta < 1.0) {
+        return Err("--zipf-theta must be in (0, 1)".into());
+    }
+    if a.load_order != "random" && a.load_order != "sequential" {
+        return Err("--load-order: random or sequential".into());
+    }
+    if a.fsync_delay_model != "merged" && a.fsync_delay_model != "serial" {
+        return Err("--fsync-delay-model: merged or serial".into());
+    }
+    for s in list(&a.sync) {
+        if s != "none" && s != "full" {
+            return Err(format!("--sync: unknown mode {s:?} (none, full)"));
+        }
+    }
+    for t in list(&a.threads) {
+        match t.parse::<usize>() {
+            Ok(n) if n > 0 => {}
+            _ => return Err(format!("--threads: {t:?} is not a positive count")),
+        }
+    }
+    for w in list(&a.workloads) {
+        Workload::parse(&w)?;
+    }
+    if list(&a.engines).is_empty() || list(&a.workloads).is_empty() {
+        return Err("--engines and --workloads must name at least one".into());
+    }
+    Ok(())
+}
+
+/// A result for a cell that did not run (or whose child failed).
+fn not_run(spec: &CellSpec, status: &str, error: String) -> EngineResult {
+    let a = &spec.args;
+    let w = Workload::parse(&spec.workload).ok();
+    EngineResult {
+        engine: spec.engine.clone(),
+        workload: w.map_or(spec.workload.clone(), |w| w.name().to_string()),
+        status: status.into(),
+        error: Some(error),
+        threads: spec.threads,
+        batch: a.batch,
+        sync: if w == Some(Workload::FillSync) {
+            "full".into()
+        } else {
+            spec.sync.clone()
+        },
+        pattern: pattern_of(w, a).map_or(a.pattern.clone(), |p| p.name().to_string()),
+        num: a.num,
+        key_bytes: a.key_bytes,
+        value_bytes: a.value_bytes,
+        range_size: (w == Some(Workload::Scan)).then_some(a.range_size),
+        cache_bytes: a.cache_bytes,
+        fsync_delay_us: a.fsync_delay_us,
+        ops: None,
+        found: None,
+        seconds: None,
+        ops_per_sec: None,
+        p50_us: None,
+        p95_us: None,
+        p99_us: None,
+        p999_us: None,
+        max_us: None,
+        cpu_user_s: None,
+        cpu_sys_s: None,
+        peak_rss_bytes: None,
+        device_write_bytes: None,
+        proc_write_bytes: None,
+        cancelled_write_bytes: None,
+        syscall_write_bytes: None,
+        disk_write_bytes: None,
+        logical_write_bytes: None,
+        live_bytes: None,
+        db_bytes: None,
+        db_alloc_bytes: None,
+        write_amp: None,
+        space_amp: None,
+        syscall_write_amp: None,
+        disk_write_amp: None,
+        load_seconds: None,
+        post_seconds: None,
+        post_cpu_s: None,
+        repeat: spec.repeat,
+        date: spec.date.clone(),
+        engine_stats: None,
+    }
+}
+
+fn pattern_of(w: Option<Workload>, a: &RunArgs) -> Option<Pattern> {
+    match w? {
+        Workload::FillSeq | Workload::ReadSeq => Some(Pattern::Sequential),
+        _ => Pattern::parse(&a.pattern).ok(),
+    }
+}
+
+pub fn run(a: RunArgs) -> Result<(), String> {
+    validate(&a)?;
+    let engines = list(&a.engines);
+    let workloads = list(&a.workloads);
+    let syncs = list(&a.sync);
+    let threads: Vec<usize> = list(&a.threads)
+        .iter()
+        .map(|t| t.parse().expect("validated"))
+        .collect();
+    let _tmp;
+    let base = match &a.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(|e| format!("--dir {}: {e}", d.display()))?;
+            d.clone()
+        }
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("silt-bench-run-")
+                .tempdir()
+                .map_err(|e| format!("temporary directory: {e}"))?;
+            let p = t.path().to_path_buf();
+            _tmp = t;
+            p
+        }
+    };
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let date = crate::commit::today();
+    let mut cells = Vec::new();
+    for repeat in 0..a.repeat.max(1) {
+        for e in &engines {
+            for w in &workloads {
+                for s in &syncs {
+                    for &t in &threads {
+                        cells.push(CellSpec {
+                            args: a.clone(),
+                            engine: e.clone(),
+                            workload: w.clone(),
+                            sync: s.clone(),
+                            threads: t,
+                            dir: PathBuf::new(),
+                            repeat,
+                            date: date.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    if a.format == "csv" {
+        println!("{}", csv_header());
+    }
+    let mut results = Vec::new();
+    let mut warned = std::collections::HashSet::new();
+    let mut failed = 0;
+    for (i, mut spec) in cells.into_iter().enumerate() {
+        let total = a.repeat.max(1) * engines.len() * workloads.len() * syncs.len() * threads.len();
+        let r = match engine::availability(&spec.engine) {
+            Err(why) => {
+                if warned.insert(spec.engine.clone()) {
+                    eprintln!("silt-bench run: {} unavailable: {why}", spec.engine);
+                }
+                not_run(&spec, "unavailable", why)
+            }
+            Ok(()) => {
+                spec.dir = base.join(format!(
+                    "{}-{}-{}-t{}-r{}-{}",
+                    spec.engine,
+                    spec.workload,
+                    spec.sync,
+                    spec.threads,
+                    spec.repeat,
+                    std::process::id()
+                ));
+                let _ = std::fs::remove_dir_all(&spec.dir);
+                let r = run_child(&exe, &spec);
+                if !a.keep {
+                    let _ = std::fs::remove_dir_all(&spec.dir);
+                }
+                r
+            }
+        };
+        if r.status == "failed" {
+            failed += 1;
+        }
+        if r.status != "unavailable" {
+            eprintln!("[{}/{}] {}", i + 1, total, progress(&r));
+        }
+        match a.format.as_str() {
+            "json" => println!("{}", engine_json_line(&r)),
+            "csv" => println!("{}", csv_row(&r)),
+            _ => {}
+        }
+        results.push(r);
+    }
+    if a.format == "table" {
+        println!("{}", engine_table(&results));
+    }
+    if failed > 0 {
+        return Err(format!("{failed} cell(s) failed"));
+    }
+    Ok(())
+}
+
+fn progress(r: &EngineResult) -> String {
+    let head = format!(
+        "{} {} sync={} threads={} batch={}",
+        r.engine, r.workload, r.sync, r.threads, r.batch
+    );
+    if r.status != "ok" {
+        return format!(
+            "{head}: {} ({})",
+            r.status,
+            r.error.as_deref().unwrap_or("")
+        );
+    }
+    let f = |x: Option<f64>, d: usize| x.map_or("null".into(), |v| format!("{v:.d$}"));
+    format!(
+        "{head}: {} ops in {} s, {} ops/s, p50 {} µs, p99 {} µs, max {} µs, cpu {}+{} s, \
+         write amp {}, space amp {}",
+        r.ops.unwrap_or(0),
+        f(r.seconds, 2),
+        f(r.ops_per_sec, 0),
+        f(r.p50_us, 1),
+        f(r.p99_us, 1),
+        f(r.max_us, 0),
+        f(r.cpu_user_s, 2),
+        f(r.cpu_sys_s, 2),
+        f(r.write_amp, 2),
+        f(r.space_amp, 2),
+    )
+}
+
+fn run_child(exe: &Path, spec: &CellSpec) -> EngineResult {
+    let json = serde_json::to_string(spec).expect("a spec serializes");
+    let out = Command::new(exe)
+        .arg("cell")
+        .arg("--spec")
+        .arg(&json)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .output();
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => {
+            return not_run(
+                spec,
+                "failed",
+                format!("cannot start {}: {e}", exe.display()),
+            )
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'));
+    match line.map(serde_json::from_str::<EngineResult>) {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => not_run(spec, "failed", format!("unreadable result line: {e}")),
+        None => not_run(
+            spec,
+            "failed",
+            format!("the cell process exited with {} and no result", out.status),
+        ),
+    }
+}
+
+// ------------------------------------------------------------------------------ child
+
+/// The hidden `cell` subcommand: runs one cell and prints its JSON line (a `failed` line if
+/// it could not).
+pub fn cell(c: CellArgs) -> Result<(), String> {
+    let spec: CellSpec = serde_json::from_str(&c.spec).map_err(|e| format!("--spec: {e}"))?;
+    let r = match run_cell(&spec) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("silt-bench cell {} {}: {e}", spec.engine, spec.workload);
+            not_run(&spec, "failed", e)
+        }
+    };
+    println!("{}", engine_json_line(&r));
+    Ok(())
+}
+
+fn histogram() -> Histogram<u64> {
+    // ns, 1 ns .. 10 min, 3 significant figures.
+    Histogram::new_with_bounds(1, 600_000_000_000, 3).expect("valid bounds")
+}
+
+/// What the timed phase shares between workers.
+struct Ctx<'a> {
+    engine: &'a dyn Engine,
+    w: Workload,
+    pattern: Pattern,
+    zipf: Option<Arc<Zipf>>,
+    num: u64,
+    threads: usize,
+    key_bytes: usize,
+    batch: usize,
+    range_size: usize,
+    values: &'a Values,
+    seed: u64,
+}
+
+impl Ctx<'_> {
+    /// Thread `t`'s key stream.
+    fn keygen(&self, t: usize) -> KeyGen {
+        let seed = self.seed.wrapping_mul(1_000_003).wrapping_add(t as u64);
+        match self.pattern {
+            Pattern::Sequential => {
+                let (lo, hi) = slice(self.num, self.threads, t);
+                if hi > lo {
+                    KeyGen::Seq {
+                        lo,
+                        len: hi - lo,
+                        i: 0,
+                    }
+                } else {
+                    KeyGen::Seq {
+                        lo: 0,
+                        len: self.num,
+                        i: 0,
+                    }
+                }
+            }
+            Pattern::Random => KeyGen::Uniform {
+                rng: Rng::new(seed),
+                n: self.num,
+            },
+            Pattern::Zipfian => KeyGen::Zipf {
+                rng: Rng::new(seed),
+                z: self.zipf.clone().expect("a zipf table for zipfian"),
+            },
+        }
+    }
+}
+
+/// What one worker measured.
+struct Part {
+    hist: Histogram<u64>,
+    ops: u64,
+    found: u64,
+    start: Instant,
+    end: Instant,
+}
+
+fn record(hist: &mut Histogram<u64>, t0: &mut Instant) {
+    let t1 = Instant::now();
+    hist.saturating_record((t1.duration_since(*t0).as_nanos() as u64).max(1));
+    *t0 = t1;
+}
+
+fn worker(ctx: &Ctx<'_>, t: usize, quota: u64, barrier: &Barrier) -> Result<Part, String> {
+    let mut hist = histogram();
+    let mut keys = ctx.keygen(t);
+    let kb = ctx.key_bytes;
+    let mut keybuf = vec![0u8; kb * ctx.batch];
+    let mut seeker = match ctx.w {
+        Workload::SeekRandom => Some(ctx.engine.seeker()?),
+        _ => None,
+    };
+    let salt = ctx.seed ^ ctx.w as u64;
+    let mut ops = 0u64;
+    let mut found = 0u64;
+    barrier.wait();
+    let start = Instant::now();
+    let mut t0 = start;
+    let mut result = Ok(());
+    match ctx.w {
+        Workload::FillSeq | Workload::FillRandom | Workload::Overwrite | Workload::FillSync => {
+            while ops < quota {
+                let m = (quota - ops).min(ctx.batch as u64) as usize;
+                let r = if m == 1 {
+                    let i = keys.next();
+                    make_key(i, &mut keybuf[..kb]);
+                    ctx.engine
+                        .write(&[(&keybuf[..kb], ctx.values.get(i, salt))])
+                } else {
+                    let ids: Vec<u64> = (0..m).map(|_| keys.next()).collect();
+                    for (j, &i) in ids.iter().enumerate() {
+                        make_key(i, &mut keybuf[j * kb..(j + 1) * kb]);
+                    }
+                    let kvs: Vec<(&[u8], &[u8])> = ids
+                        .iter()
+                        .enumerate()
+                        .map(|(j, &i)| (&keybuf[j * kb..(j + 1) * kb], ctx.values.get(i, salt)))
+                        .collect();
+                    ctx.engine.write(&kvs)
+                };
+                if let Err(e) = r {
+                    result = Err(e);
+                    break;
+                }
+                record(&mut hist, &mut t0);
+                ops += m as u64;
+            }
+        }
+        Workload::ReadRandom => {
+            while ops < quota {
+                make_key(keys.next(), &mut keybuf[..kb]);
+                match ctx.engine.get(&keybuf[..kb]) {
+                    Ok(v) => found += u64::from(v.is_some()),
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+                record(&mut hist, &mut t0);
+                ops += 1;
+            }
+        }
+        Workload::SeekRandom => {
+            let s = seeker.as_mut().expect("made above");
+            while ops < quota {
+                make_key(keys.next(), &mut keybuf[..kb]);
+                match s.seek(&keybuf[..kb]) {
+                    Ok(hit) => found += u64::from(hit),
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+                record(&mut hist, &mut t0);
+                ops += 1;
+            }
+        }
+        Workload::Scan => {
+            while ops < quota {
+                make_key(keys.next(), &mut keybuf[..kb]);
+                match ctx.engine.scan(&keybuf[..kb], ctx.range_size) {
+                    Ok(n) => found += n as u64,
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+                record(&mut hist, &mut t0);
+                ops += 1;
+            }
+        }
+        Workload::ReadSeq => {
+            let (lo, hi) = slice(ctx.num, ctx.threads, t);
+            if hi > lo {
+                let lo_key = (t > 0).then(|| key(lo, kb));
+                let hi_key = (t + 1 < ctx.threads).then(|| key(hi, kb));
+                let r = ctx
+                    .engine
+                    .for_each(lo_key.as_deref(), hi_key.as_deref(), &mut |_, _| {
+                        record(&mut hist, &mut t0)
+                    });
+                match r {
+                    Ok(n) => {
+                        ops = n;
+                        found = n;
+                    }
+                    Err(e) => result = Err(e),
+                }
+            }
+        }
+    }
+    let end = Instant::now();
+    drop(seeker);
+    result?;
+    Ok(Part {
+        hist,
+        ops,
+        found,
+        start,
+        end,
+    })
+}
+
+fn load(engine: &dyn Engine, a: &RunArgs, values: &Values) -> Result<(), String> {
+    const LOAD_BATCH: usize = 1000;
+    let kb = a.key_bytes;
+    let salt = a.seed ^ 0x10ad;
+    let order: Box<dyn Iterator<Item = u64>> = if a.load_order == "sequential" {
+        Box::new(0..a.num)
+    } else {
+        Box::new(permutation(a.num, a.seed))
+    };
+    let mut keybuf = vec![0u8; kb * LOAD_BATCH];
+    let mut ids = Vec::with_capacity(LOAD_BATCH);
+    let mut order = order.peekable();
+    while order.peek().is_some() {
+        ids.clear();
+        ids.extend(order.by_ref().take(LOAD_BATCH));
+        for (j, &i) in ids.iter().enumerate() {
+            make_key(i, &mut keybuf[j * kb..(j + 1) * kb]);
+        }
+        let kvs: Vec<(&[u8], &[u8])> = ids
+            .iter()
+            .enumerate()
+            .map(|(j, &i)| (&keybuf[j * kb..(j + 1) * kb], values.get(i, salt)))
+            .collect();
+        engine.write(&kvs)?;
+    }
+    Ok(())
+}
+
+/// How long a cell waits for background compaction to settle after a load or a fill.
+const SETTLE_MAX: Duration = Duration::from_secs(120);
+
+fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
+    let a = &spec.args;
+    validate(a)?;
+    let w = Workload::parse(&spec.workload)?;
+    let pattern = pattern_of(Some(w), a).expect("validated");
+    let sync_full = spec.sync == "full" || w == Workload::FillSync;
+    let mut r = not_run(spec, "ok", String::new());
+    r.error = None;
+    let cfg = EngineConfig {
+        dir: spec.dir.clone(),
+        sync_full,
+        cache_bytes: a.cache_bytes,
+        fsync_delay_us: a.fsync_delay_us,
+        fsync_delay_model: a.fsync_delay_model.clone(),
+    };
+    let engine = engine::open(&spec.engine, &cfg)?;
+    let values = Values::new(a.seed, a.value_bytes);
+    let entry_bytes = (a.key_bytes + a.value_bytes) as u64;
+
+    if w.preloads() {
+        let t = Instant::now();
+        load(&*engine, a, &values)?;
+        engine.flush()?;
+        engine.wait_idle(SETTLE_MAX);
+        r.load_seconds = Some(t.elapsed().as_secs_f64());
+    }
+
+    let ops_total = match w {
+        Workload::FillSync => (a.num / 100).max(1),
+        Workload::FillSeq | Workload::FillRandom | Workload::Overwrite => a.num,
+        Workload::ReadRandom | Workload::SeekRandom | Workload::Scan => a.reads.unwrap_or(a.num),
+        Workload::ReadSeq => a.num, // informational: readseq reads what is there
+    };
+    let zipf = (pattern == Pattern::Zipfian).then(|| Arc::new(Zipf::new(a.num, a.zipf_theta)));
+    let ctx = Ctx {
+        engine: &*engine,
+        w,
+        pattern,
+        zipf,
+        num: a.num,
+        threads: spec.threads,
+        key_bytes: a.key_bytes,
+        batch: if w.writes() { a.batch } else { 1 },
+        range_size: a.range_size,
+        values: &values,
+        seed: a.seed,
+    };
+    let quotas = split(ops_total, spec.threads);
+    let barrier = Barrier::new(spec.threads + 1);
+    let (io0, disk0, cpu0, parts, cpu1) = std::thread::scope(|s| {
+        let handles: Vec<_> = quotas
+            .iter()
+            .enumerate()
+            .map(|(t, &q)| {
+                let (ctx, barrier) = (&ctx, &barrier);
+                s.spawn(move || worker(ctx, t, q, barrier))
+            })
+            .collect();
+        let io0 = sysstat::io();
+        let disk0 = sysstat::disk_written_bytes(&spec.dir);
+        let cpu0 = sysstat::cpu();
+        barrier.wait();
+        let parts: Vec<Result<Part, String>> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("a worker panicked".into())))
+            .collect();
+        let cpu1 = sysstat::cpu();
+        (io0, disk0, cpu0, parts, cpu1)
+    });
+    let parts = parts.into_iter().collect::<Result<Vec<_>, _>>()?;
+
+    let mut synced = true;
+    if w.writes() {
+        let t = Instant::now();
+        engine.flush()?;
+        engine.wait_idle(SETTLE_MAX);
+        synced = sysstat::syncfs(&spec.dir);
+        r.post_seconds = Some(t.elapsed().as_secs_f64());
+        r.post_cpu_s = match (sysstat::cpu_seconds(), cpu1) {
+            (Some(b), Some(a)) => Some(b - a.user_s - a.sys_s),
+            _ => None,
+        };
+    }
+    let io1 = sysstat::io();
+    let disk1 = sysstat::disk_written_bytes(&spec.dir);
+    let db = sysstat::dir_bytes(&spec.dir);
+    r.engine_stats = engine.stats();
+    let live_keys = if w.preloads() {
+        a.num
+    } else {
+        distinct_keys(&ctx, &quotas)
+    };
+    drop(ctx);
+    engine.close()?;
+
+    let mut hist = histogram();
+    let mut ops = 0;
+    let mut found = 0;
+    for p in &parts {
+        hist.add(&p.hist).map_err(|e| format!("histogram: {e}"))?;
+        ops += p.ops;
+        found += p.found;
+    }
+    let start = parts.iter().map(|p| p.start).min();
+    let end = parts.iter().map(|p| p.end).max();
+    let seconds = match (start, end) {
+        (Some(s), Some(e)) => e.duration_since(s).as_secs_f64().max(1e-9),
+        _ => 1e-9,
+    };
+    let us = |q: f64| Some(hist.value_at_quantile(q) as f64 / 1000.0);
+    r.ops = Some(ops);
+    r.found = (!w.writes()).then_some(found);
+    r.seconds = Some(seconds);
+    r.ops_per_sec = Some(ops as f64 / seconds);
+    if !hist.is_empty() {
+        r.p50_us = us(0.5);
+        r.p95_us = us(0.95);
+        r.p99_us = us(0.99);
+        r.p999_us = us(0.999);
+        r.max_us = Some(hist.max() as f64 / 1000.0);
+    }
+    if let (Some(c0), Some(c1)) = (cpu0, cpu1) {
+        r.cpu_user_s = Some(c1.user_s - c0.user_s);
+        r.cpu_sys_s = Some(c1.sys_s - c0.sys_s);
+    }
+    r.peak_rss_bytes = sysstat::peak_rss_bytes();
+    if let (Some(i0), Some(i1)) = (io0, io1) {
+        let w = i1.write_bytes.saturating_sub(i0.write_bytes);
+        let c = i1
+            .cancelled_write_bytes
+            .saturating_sub(i0.cancelled_write_bytes);
+        r.proc_write_bytes = Some(w);
+        r.cancelled_write_bytes = Some(c);
+        r.device_write_bytes = Some(w.saturating_sub(c));
+        r.syscall_write_bytes = Some(i1.wchar.saturating_sub(i0.wchar));
+    }
+    if let (Some(d0), Some(d1), true) = (disk0, disk1, synced) {
+        r.disk_write_bytes = Some(d1.saturating_sub(d0));
+    }
+    let logical = if w.writes() { ops * entry_bytes } else { 0 };
+    r.logical_write_bytes = Some(logical);
+    r.live_bytes = Some(live_keys * entry_bytes);
+    if let Some((len, alloc)) = db {
+        r.db_bytes = Some(len);
+        r.db_alloc_bytes = Some(alloc);
+    }
+    if logical > 0 {
+        let amp = |b: Option<u64>| b.map(|d| d as f64 / logical as f64);
+        r.write_amp = amp(r.device_write_bytes);
+        r.syscall_write_amp = amp(r.syscall_write_bytes);
+        r.disk_write_amp = amp(r.disk_write_bytes);
+    }
+    if live_keys > 0 {
+        r.space_amp = r
+            .db_bytes
+            .map(|d| d as f64 / (live_keys * entry_bytes) as f64);
+    }
+    Ok(r)
+}
+
+/// Distinct keys a fill wrote: its key streams regenerated (after timing) into a bitmap.
+fn distinct_keys(ctx: &Ctx<'_>, quotas: &[u64]) -> u64 {
+    let mut bits = vec![0u64; (ctx.num as usize).div_ceil(64)];
+    for (t, &q) in quotas.iter().enumerate() {
+        let mut g = ctx.keygen(t);
+        for _ in 0..q {
+            let k = g.next();
+            bits[(k / 64) as usize] |= 1 << (k % 64);
+        }
+    }
+    bits.iter().map(|w| u64::from(w.count_ones())).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sort_as_numbers() {
+        let mut prev = key(0, 16);
+        for i in [1u64, 2, 255, 256, 65_535, 1 << 40] {
+            let k = key(i, 16);
+            assert_eq!(k.len(), 16);
+            assert!(k > prev, "{i}");
+            prev = k;
+        }
+        assert_eq!(key(258, 2), vec![1, 2]);
+        assert_eq!(&key(1, 10)[8..], b"00");
+    }
+
+    #[test]
+    fn permutation_hits_every_key_once() {
+        for n in [1u64, 2, 10, 1000, 4096, 999_983] {
+            let mut seen = vec![false; n as usize];
+            for k in permutation(n, 7) {
+                assert!(!seen[k as usize], "n={n} k={k} twice");
+                seen[k as usize] = true;
+            }
+            assert!(seen.iter().all(|&s| s), "n={n}");
+        }
+    }
+
+    #[test]
+    fn zipf_is_skewed_and_in_range() {
+        let z = Arc::new(Zipf::new(10_000, 0.99));
+        let mut g = KeyGen::Zipf {
+            rng: Rng::new(1),
+            z: z.clone(),
+        };
+        let mut counts = std::collections::HashMap::new();
+        for _ in 0..100_000 {
+            let k = g.next();
+            assert!(k < 10_000);
+            *counts.entry(k).or_insert(0u32) += 1;
+        }
+        let mut c: Vec<u32> = counts.values().copied().collect();
+        c.sort_unstable_by(|a, b| b.cmp(a));
+        // The hottest key of a theta-0.99 Zipf over 10k items gets ~10% of draws.
+        assert!(c[0] > 5_000, "{}", c[0]);
+        assert!(counts.len() > 1_000);
+        let mut r = Rng::new(3);
+        assert!((0..1000).all(|_| r.below(7) < 7));
+    }
+
+    #[test]
+    fn slices_and_splits_cover_exactly() {
+        assert_eq!(split(10, 3), vec![4, 3, 3]);
+        let mut next = 0;
+        for t in 0..7 {
+            let (lo, hi) = slice(100, 7, t);
+            assert_eq!(lo, next);
+            next = hi;
+        }
+        assert_eq!(next, 100);
+    }
+
+    #[test]
+    fn workload_names_round_trip() {
+        for n in [
+            "fillseq",
+            "fillrandom",
+            "overwrite",
+            "fillsync",
+            "readrandom",
+            "readseq",
+            "seekrandom",
+            "scan",
+        ] {
+            assert_eq!(Workload::parse(n).unwrap().name(), n);
+        }
+        assert_eq!(Workload::parse("range").unwrap(), Workload::Scan);
+        assert!(Workload::parse("nope").is_err());
+    }
+}
