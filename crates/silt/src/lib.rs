@@ -28,6 +28,8 @@ mod cache;
 mod compaction;
 mod db;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod iter;
 pub mod key;
 mod manifest;
