@@ -46,8 +46,9 @@ use crate::sysstat;
 /// Flags of `silt-bench run`. Names are a contract: add, never rename.
 #[derive(Args, Debug, Clone, Serialize, Deserialize)]
 pub struct RunArgs {
-    /// Comma-separated engines: silt (peers — rocksdb, sqlite, fjall, redb, tidesdb — once
-    /// their adapters are compiled in; otherwise reported as unavailable).
+    /// Comma-separated engines: silt, sqlite, fjall, redb (each peer behind the cargo
+    /// feature of its name, all default), rocksdb, tidesdb (adapters to come). An engine not
+    /// compiled in is reported as unavailable. Their settings: docs/bench.md.
     #[arg(long, default_value = "silt")]
     pub engines: String,
     /// Comma-separated workloads: fillseq, fillrandom, overwrite, fillsync, readrandom,
@@ -949,6 +950,7 @@ fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
         cache_bytes: a.cache_bytes,
         fsync_delay_us: a.fsync_delay_us,
         fsync_delay_model: a.fsync_delay_model.clone(),
+        threads: spec.threads,
     };
     let engine = engine::open(&spec.engine, &cfg)?;
     let values = Values::new(a.seed, a.value_bytes);

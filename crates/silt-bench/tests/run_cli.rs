@@ -72,15 +72,21 @@ fn num(v: &Value, f: &str) -> f64 {
 }
 
 fn check_ok(v: &Value) {
+    check_engine(v, "silt", NUM);
+}
+
+/// Checks one `ok` line of `engine` from a run of every workload with
+/// `--range-size 16`, `--num n`.
+fn check_engine(v: &Value, engine: &str, n: u64) {
     for f in FIELDS {
         assert!(v.get(*f).is_some(), "field {f} missing from {v}");
     }
     assert_eq!(v["status"], "ok", "{v}");
-    assert_eq!(v["engine"], "silt");
+    assert_eq!(v["engine"], engine);
     let w = v["workload"].as_str().unwrap();
     let expected_ops = match w {
-        "fillsync" => NUM / 100,
-        _ => NUM,
+        "fillsync" => n / 100,
+        _ => n,
     };
     assert_eq!(v["ops"].as_u64(), Some(expected_ops), "{v}");
     assert!(num(v, "seconds") > 0.0);
@@ -111,9 +117,9 @@ fn check_ok(v: &Value) {
         // Reads ran on a database preloaded with every key.
         let found = v["found"].as_u64().unwrap();
         match w {
-            "readrandom" | "seekrandom" | "readseq" => assert_eq!(found, NUM, "{v}"),
+            "readrandom" | "seekrandom" | "readseq" => assert_eq!(found, n, "{v}"),
             // Scans starting near the end read fewer than --range-size entries.
-            "scan" => assert!(found > NUM * 8 && found <= NUM * 16, "{v}"),
+            "scan" => assert!(found > n * 8 && found <= n * 16, "{v}"),
             _ => unreachable!(),
         }
         assert!(num(v, "load_seconds") > 0.0);
@@ -200,5 +206,80 @@ fn bad_flags_are_errors() {
     ] {
         let (ok, lines, stderr) = run(args);
         assert!(!ok && lines.is_empty(), "{args:?}: {stderr}");
+    }
+}
+
+/// The engines compiled into this build (silt always; the peers by cargo feature).
+fn compiled_engines() -> Vec<&'static str> {
+    let mut e = vec!["silt"];
+    if cfg!(feature = "sqlite") {
+        e.push("sqlite");
+    }
+    if cfg!(feature = "fjall") {
+        e.push("fjall");
+    }
+    if cfg!(feature = "redb") {
+        e.push("redb");
+    }
+    e
+}
+
+/// Every compiled-in engine runs every workload at a tiny size, on two threads (so the
+/// adapters' sharing between threads is exercised), and reports it correctly: the
+/// requested operations done, and reads finding every preloaded key.
+#[test]
+fn every_engine_runs_every_workload() {
+    const N: u64 = 500;
+    let engines = compiled_engines();
+    let (ok, lines, stderr) = run(&[
+        "--engines",
+        &engines.join(","),
+        "--workloads",
+        &WORKLOADS.join(","),
+        "--num",
+        &N.to_string(),
+        "--range-size",
+        "16",
+        "--threads",
+        "2",
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(lines.len(), engines.len() * WORKLOADS.len(), "{stderr}");
+    for (i, v) in lines.iter().enumerate() {
+        let engine = engines[i / WORKLOADS.len()];
+        assert_eq!(v["workload"], WORKLOADS[i % WORKLOADS.len()], "{v}");
+        check_engine(v, engine, N);
+        assert_eq!(v["threads"], 2);
+    }
+}
+
+/// Batched, durable writes on every compiled-in engine: one transaction per batch, synced.
+#[test]
+fn every_engine_writes_durable_batches() {
+    let engines = compiled_engines();
+    let (ok, lines, stderr) = run(&[
+        "--engines",
+        &engines.join(","),
+        "--workloads",
+        "fillrandom,overwrite,readseq",
+        "--num",
+        "300",
+        "--batch",
+        "10",
+        "--sync",
+        "full",
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(lines.len(), engines.len() * 3, "{stderr}");
+    for (i, v) in lines.iter().enumerate() {
+        assert_eq!(v["engine"], engines[i / 3], "{v}");
+        assert_eq!(v["status"], "ok", "{v}");
+        assert_eq!(v["sync"], "full", "{v}");
+        assert_eq!(v["ops"], 300, "{v}");
+        match v["workload"].as_str().unwrap() {
+            "fillrandom" | "overwrite" => assert_eq!(v["batch"], 10, "{v}"),
+            "readseq" => assert_eq!(v["found"], 300, "{v}"),
+            w => panic!("{w}"),
+        }
     }
 }
