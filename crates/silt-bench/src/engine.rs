@@ -53,6 +53,15 @@ pub struct EngineConfig {
 pub trait Engine: Send + Sync {
     /// Writes the pairs as one atomic batch, acknowledged per the configured sync mode.
     fn write(&self, kvs: &[(&[u8], &[u8])]) -> EResult<()>;
+    /// Deletes the keys as one atomic batch (one key: a single delete), acknowledged per the
+    /// configured sync mode. Deleting an absent key is not an error.
+    fn delete(&self, keys: &[&[u8]]) -> EResult<()>;
+    /// As [`Engine::delete`], for keys put exactly once since they were last deleted (the
+    /// queue pattern): RocksDB's `SingleDelete`, where the engine has one (silt); a plain
+    /// delete elsewhere.
+    fn single_delete(&self, keys: &[&[u8]]) -> EResult<()> {
+        self.delete(keys)
+    }
     /// The length of `key`'s value, or `None` if it is absent.
     fn get(&self, key: &[u8]) -> EResult<Option<usize>>;
     /// A per-thread cursor for `seekrandom`, reused across seeks (as db_bench reuses its
@@ -226,6 +235,32 @@ impl Engine for SiltEngine {
         let mut b = silt::WriteBatch::new();
         for (k, v) in kvs {
             b.put(k, v);
+        }
+        self.db
+            .write(b, silt::WriteOptions::default())
+            .map_err(silt_err)
+    }
+
+    fn delete(&self, keys: &[&[u8]]) -> EResult<()> {
+        if let [k] = keys {
+            return self.db.delete(k).map_err(silt_err);
+        }
+        let mut b = silt::WriteBatch::new();
+        for k in keys {
+            b.delete(k);
+        }
+        self.db
+            .write(b, silt::WriteOptions::default())
+            .map_err(silt_err)
+    }
+
+    fn single_delete(&self, keys: &[&[u8]]) -> EResult<()> {
+        if let [k] = keys {
+            return self.db.single_delete(k).map_err(silt_err);
+        }
+        let mut b = silt::WriteBatch::new();
+        for k in keys {
+            b.single_delete(k);
         }
         self.db
             .write(b, silt::WriteOptions::default())
@@ -413,6 +448,18 @@ mod tests {
             }
         });
         assert_eq!(e.scan(b"z", 1000).unwrap(), 100, "{name}");
+        // Deletes: batched, single, single_delete of a key put once, and an absent key.
+        e.write(&[(b"y1", b"1"), (b"y2", b"2"), (b"y3", b"3"), (b"y4", b"4")])
+            .unwrap();
+        e.delete(&[b"y1", b"y2"]).unwrap();
+        e.delete(&[b"y3"]).unwrap();
+        e.single_delete(&[b"y4"]).unwrap();
+        e.delete(&[b"nosuch"]).unwrap();
+        e.single_delete(&[b"nosuch1", b"nosuch2"]).unwrap();
+        for k in [b"y1", b"y2", b"y3", b"y4"] {
+            assert_eq!(e.get(k).unwrap(), None, "{name}");
+        }
+        assert_eq!(e.scan(b"y", 1000).unwrap(), 100, "{name}");
         e.wait_idle(Duration::from_secs(5));
         if name == "silt" {
             assert!(e.stats().is_some());

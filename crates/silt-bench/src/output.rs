@@ -207,6 +207,19 @@ pub struct EngineResult {
     pub date: String,
     /// Engine-specific counters at the end (silt: `Db::stats`), or `null`.
     pub engine_stats: Option<serde_json::Value>,
+    /// Keys inserted in the timed phase (`queue`; YCSB D and E), else `null`.
+    #[serde(default)]
+    pub inserted: Option<u64>,
+    /// Keys deleted in the timed phase (`delete`, `queue`), else `null`.
+    #[serde(default)]
+    pub deleted: Option<u64>,
+    /// `queue`: the worst delete latency (µs) in each elapsed second of the timed phase
+    /// (0 for a second without a delete), else `null`.
+    #[serde(default)]
+    pub worst_delete_us_per_sec: Option<Vec<f64>>,
+    /// `queue`: the worst delete latency (µs) of the whole timed phase, else `null`.
+    #[serde(default)]
+    pub max_delete_us: Option<f64>,
 }
 
 impl EngineResult {
@@ -275,6 +288,10 @@ pub const CSV_COLUMNS: &[&str] = &[
     "repeat",
     "date",
     "engine_stats",
+    "inserted",
+    "deleted",
+    "worst_delete_us_per_sec",
+    "max_delete_us",
 ];
 
 fn csv_field(s: &str) -> String {
@@ -503,6 +520,10 @@ mod tests {
             repeat: 0,
             date: "2026-01-01".into(),
             engine_stats: Some(serde_json::json!({"a": 1})),
+            inserted: None,
+            deleted: None,
+            worst_delete_us_per_sec: None,
+            max_delete_us: None,
         };
         let v = serde_json::to_value(&r).unwrap();
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
@@ -515,7 +536,7 @@ mod tests {
             row.starts_with("silt,fillseq,ok,\"a, \"\"quoted\"\" note\",1,"),
             "{row}"
         );
-        assert!(row.ends_with(",\"{\"\"a\"\":1}\""), "{row}");
+        assert!(row.ends_with(",\"{\"\"a\"\":1}\",,,,"), "{row}");
         assert!(engine_table(&[r]).contains("fillseq"));
     }
 

@@ -24,14 +24,41 @@
 //! * `scan` (alias `range`): `--reads` range reads of `--range-size` entries from a key
 //!   drawn from `--pattern`, each through a new range iterator (`db.range(start..)`).
 //!
-//! Read workloads and `overwrite` preload all `--num` keys (in `--load-order`, batches of
-//! 1000) before the timed phase.
+//! * `delete`: deletes every one of the `--num` preloaded keys, `--batch` keys per write:
+//!   in a random order by default (a permutation: each key once), in key order with
+//!   `--pattern sequential` (each thread its slice), or drawn from a zipfian (keys repeat:
+//!   absent keys are deleted again) with `--pattern zipfian`. Plain deletes, not single
+//!   deletes.
+//! * `queue` (seed 002, the l.i1 phase of iibench): on `--num` preloaded keys `0..num`, one
+//!   thread inserts `num..2·num` in increasing order while another deletes `0..num` in
+//!   increasing order at the same rate (the deleter never gets ahead of the inserter: its
+//!   d-th delete waits for the d-th insert), with `single_delete` where the engine has one
+//!   (silt) and a plain delete elsewhere. Always two threads and single-key writes. `ops` =
+//!   inserts + deletes (`inserted` and `deleted` separately); `worst_delete_us_per_sec`
+//!   is the worst delete latency in each elapsed second and `max_delete_us` the worst of
+//!   all.
+//! * `ycsba` … `ycsbf`, YCSB's core workloads on `--num` preloaded records, `--reads`
+//!   (default `--num`) operations: A 50% read / 50% update; B 95% read / 5% update; C 100%
+//!   read; D 95% read / 5% insert, reads from the `latest` distribution (a zipfian over
+//!   recency: the newest record the most popular); E 95% scan / 5% insert, scans of a
+//!   length uniform in `1..=--range-size` (default 100, YCSB's `maxscanlength`); F 50%
+//!   read / 50% read-modify-write (a get then a put of the same key, one operation).
+//!   Requests (all but D's) are YCSB's scrambled zipfian (`--zipf-theta`, default 0.99,
+//!   over the `--num` preloaded records; `--pattern` is ignored). Inserts take the next
+//!   new key (`num`, `num+1`, …). A record is one value of `--value-bytes` (YCSB's is 10
+//!   fields × 100 B, and an update writes one field; here an update rewrites the value).
+//!
+//! Read workloads, `overwrite`, `delete`, `queue` and YCSB preload all `--num` keys (in
+//! `--load-order`, batches of 1000) before the timed phase. `--batch` (a comma-separated
+//! list makes one cell per size: a batch-size sweep) applies to the fills and `delete`;
+//! every other workload writes one key at a time and reports `batch` 1.
 //!
 //! Keys are the key index as 8 big-endian bytes padded with `'0'` to `--key-bytes` (so key
 //! order is numeric order); values are slices of a 1 MiB pseudo-random buffer.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -52,29 +79,32 @@ pub struct RunArgs {
     #[arg(long, default_value = "silt")]
     pub engines: String,
     /// Comma-separated workloads: fillseq, fillrandom, overwrite, fillsync, readrandom,
-    /// readseq, seekrandom, scan (alias range).
+    /// readseq, seekrandom, scan (alias range), delete, queue, ycsba, ycsbb, ycsbc, ycsbd,
+    /// ycsbe, ycsbf.
     #[arg(long, default_value = "fillseq,fillrandom,readrandom,seekrandom,scan")]
     pub workloads: String,
     /// Keys: puts of a fill, keys preloaded for reads and `overwrite`.
     #[arg(long, default_value_t = 1_000_000)]
     pub num: u64,
-    /// Operations of readrandom, seekrandom and scan (default: --num).
+    /// Operations of readrandom, seekrandom, scan and the YCSB workloads (default: --num).
     #[arg(long)]
     pub reads: Option<u64>,
     /// Worker threads sharing one engine handle; comma-separated for several cells.
     #[arg(long, default_value = "1")]
     pub threads: String,
-    /// Entries per write batch.
-    #[arg(long, default_value_t = 1)]
-    pub batch: usize,
+    /// Entries per write (or delete) batch of the fills and `delete`; comma-separated for
+    /// several cells (a batch-size sweep: 1,10,100,1000).
+    #[arg(long, default_value = "1")]
+    pub batch: String,
     /// Key size in bytes (8-byte big-endian index, padded; under 8 keeps the low bytes).
     #[arg(long, default_value_t = 16)]
     pub key_bytes: usize,
     /// Value size in bytes.
     #[arg(long, default_value_t = 100)]
     pub value_bytes: usize,
-    /// Key order of every workload but fillseq (always sequential) and readseq (a full
-    /// scan): sequential, random (uniform) or zipfian (scrambled, --zipf-theta).
+    /// Key order of every workload but fillseq (always sequential), readseq (a full
+    /// scan), queue (always sequential) and YCSB (its own distributions): sequential, random
+    /// (uniform; for delete, a random permutation) or zipfian (scrambled, --zipf-theta).
     #[arg(long, default_value = "random")]
     pub pattern: String,
     /// Skew of --pattern zipfian, in (0, 1).
@@ -83,7 +113,7 @@ pub struct RunArgs {
     /// none or full (comma-separated for several cells). fillsync is always full.
     #[arg(long, default_value = "none")]
     pub sync: String,
-    /// Entries per `scan`.
+    /// Entries per `scan`; the longest YCSB E scan.
     #[arg(long, default_value_t = 100)]
     pub range_size: usize,
     /// Block cache budget in bytes.
@@ -133,6 +163,7 @@ struct CellSpec {
     workload: String,
     sync: String,
     threads: usize,
+    batch: usize,
     dir: PathBuf,
     repeat: usize,
     date: String,
@@ -150,6 +181,14 @@ pub enum Workload {
     ReadSeq,
     SeekRandom,
     Scan,
+    Delete,
+    Queue,
+    YcsbA,
+    YcsbB,
+    YcsbC,
+    YcsbD,
+    YcsbE,
+    YcsbF,
 }
 
 impl Workload {
@@ -163,10 +202,19 @@ impl Workload {
             "readseq" => Workload::ReadSeq,
             "seekrandom" => Workload::SeekRandom,
             "scan" | "range" => Workload::Scan,
+            "delete" => Workload::Delete,
+            "queue" => Workload::Queue,
+            "ycsba" => Workload::YcsbA,
+            "ycsbb" => Workload::YcsbB,
+            "ycsbc" => Workload::YcsbC,
+            "ycsbd" => Workload::YcsbD,
+            "ycsbe" => Workload::YcsbE,
+            "ycsbf" => Workload::YcsbF,
             other => {
                 return Err(format!(
                     "--workloads: unknown {other:?} (fillseq, fillrandom, overwrite, fillsync, \
-                     readrandom, readseq, seekrandom, scan)"
+                     readrandom, readseq, seekrandom, scan, delete, queue, ycsba, ycsbb, \
+                     ycsbc, ycsbd, ycsbe, ycsbf)"
                 ))
             }
         })
@@ -182,13 +230,48 @@ impl Workload {
             Workload::ReadSeq => "readseq",
             Workload::SeekRandom => "seekrandom",
             Workload::Scan => "scan",
+            Workload::Delete => "delete",
+            Workload::Queue => "queue",
+            Workload::YcsbA => "ycsba",
+            Workload::YcsbB => "ycsbb",
+            Workload::YcsbC => "ycsbc",
+            Workload::YcsbD => "ycsbd",
+            Workload::YcsbE => "ycsbe",
+            Workload::YcsbF => "ycsbf",
         }
     }
 
-    fn writes(self) -> bool {
+    fn fills(self) -> bool {
         matches!(
             self,
             Workload::FillSeq | Workload::FillRandom | Workload::Overwrite | Workload::FillSync
+        )
+    }
+
+    /// Only writes (puts or deletes) in the timed phase: `found` is `null`.
+    fn writes(self) -> bool {
+        self.fills() || matches!(self, Workload::Delete | Workload::Queue)
+    }
+
+    /// Takes `--batch` (the others write one key at a time).
+    fn batched(self) -> bool {
+        self.fills() || self == Workload::Delete
+    }
+
+    /// Writes anything in the timed phase (then a final flush and settle follow it).
+    fn mutates(self) -> bool {
+        self.writes() || (self.ycsb() && self != Workload::YcsbC)
+    }
+
+    fn ycsb(self) -> bool {
+        matches!(
+            self,
+            Workload::YcsbA
+                | Workload::YcsbB
+                | Workload::YcsbC
+                | Workload::YcsbD
+                | Workload::YcsbE
+                | Workload::YcsbF
         )
     }
 
@@ -205,6 +288,8 @@ enum Pattern {
     Sequential,
     Random,
     Zipfian,
+    /// YCSB D's request distribution (not a `--pattern`).
+    Latest,
 }
 
 impl Pattern {
@@ -224,6 +309,7 @@ impl Pattern {
             Pattern::Sequential => "sequential",
             Pattern::Random => "random",
             Pattern::Zipfian => "zipfian",
+            Pattern::Latest => "latest",
         }
     }
 }
@@ -316,6 +402,13 @@ enum KeyGen {
         rng: Rng,
         z: Arc<Zipf>,
     },
+    /// Positions `lo, lo+1, …` (wrapping within `lo..lo+len`) of a permutation.
+    Perm {
+        perm: Perm,
+        lo: u64,
+        len: u64,
+        i: u64,
+    },
 }
 
 impl KeyGen {
@@ -327,9 +420,20 @@ impl KeyGen {
                 k
             }
             KeyGen::Uniform { rng, n } => rng.below(*n),
-            KeyGen::Zipf { rng, z } => mix64(z.rank(rng.unit()) ^ 0x2545_f491_4f6c_dd1d) % z.n,
+            KeyGen::Zipf { rng, z } => scrambled(z, rng),
+            KeyGen::Perm { perm, lo, len, i } => {
+                let k = perm.at(*lo + *i % *len);
+                *i += 1;
+                k
+            }
         }
     }
+}
+
+/// A scrambled zipfian draw (YCSB's `ScrambledZipfianGenerator`): the rank hashed over
+/// the key space, so hot keys are spread out.
+fn scrambled(z: &Zipf, rng: &mut Rng) -> u64 {
+    mix64(z.rank(rng.unit()) ^ 0x2545_f491_4f6c_dd1d) % z.n
 }
 
 /// The slice `lo..hi` of `0..num` that thread `t` of `threads` owns.
@@ -389,24 +493,43 @@ impl Values {
     }
 }
 
-/// A full permutation of `0..num` (a stride walk, the stride coprime to num) for random
-/// preloads: every key once, in an order spread over the key space.
-fn permutation(num: u64, seed: u64) -> impl Iterator<Item = u64> {
-    fn gcd(a: u64, b: u64) -> u64 {
-        if b == 0 {
-            a
-        } else {
-            gcd(b, a % b)
+/// A full permutation of `0..num` (a stride walk, the stride coprime to num): every key
+/// once, in an order spread over the key space.
+#[derive(Clone, Copy, Debug)]
+struct Perm {
+    num: u64,
+    stride: u64,
+    off: u64,
+}
+
+impl Perm {
+    fn new(num: u64, seed: u64) -> Perm {
+        fn gcd(a: u64, b: u64) -> u64 {
+            if b == 0 {
+                a
+            } else {
+                gcd(b, a % b)
+            }
         }
+        let mut stride = ((num as f64) * 0.618_033_988_75) as u64 | 1;
+        while num > 1 && gcd(stride % num, num) != 1 {
+            stride += 1;
+        }
+        let off = if num > 0 { mix64(seed) % num } else { 0 };
+        Perm { num, stride, off }
     }
-    let mut stride = ((num as f64) * 0.618_033_988_75) as u64 | 1;
-    while num > 1 && gcd(stride % num, num) != 1 {
-        stride += 1;
+
+    /// The `i`-th key (`i < num`).
+    fn at(&self, i: u64) -> u64 {
+        ((u128::from(i) * u128::from(self.stride) + u128::from(self.off)) % u128::from(self.num))
+            as u64
     }
-    let off = if num > 0 { mix64(seed) % num } else { 0 };
-    (0..num).map(move |i| {
-        ((u128::from(i) * u128::from(stride) + u128::from(off)) % u128::from(num)) as u64
-    })
+}
+
+/// [`Perm`] as an iterator, for random preloads.
+fn permutation(num: u64, seed: u64) -> impl Iterator<Item = u64> {
+    let p = Perm::new(num, seed);
+    (0..num).map(move |i| p.at(i))
 }
 
 // ------------------------------------------------------------------------------ parent
@@ -435,8 +558,14 @@ fn validate(a: &RunArgs) -> Result<(), String> {
             a.key_bytes, a.num
         ));
     }
-    if a.batch == 0 || a.range_size == 0 || a.reads == Some(0) {
-        return Err("--batch, --range-size and --reads must be positive".into());
+    if a.range_size == 0 || a.reads == Some(0) {
+        return Err("--range-size and --reads must be positive".into());
+    }
+    for b in list(&a.batch) {
+        match b.parse::<usize>() {
+            Ok(n) if n > 0 => {}
+            _ => return Err(format!("--batch: {b:?} is not a positive count")),
+        }
     }
     Pattern::parse(&a.pattern)?;
     if !(a.zipf_theta > 0.0 && a.zipf_theta < 1.0) {
@@ -462,8 +591,8 @@ fn validate(a: &RunArgs) -> Result<(), String> {
     for w in list(&a.workloads) {
         Workload::parse(&w)?;
     }
-    if list(&a.engines).is_empty() || list(&a.workloads).is_empty() {
-        return Err("--engines and --workloads must name at least one".into());
+    if list(&a.engines).is_empty() || list(&a.workloads).is_empty() || list(&a.batch).is_empty() {
+        return Err("--engines, --workloads and --batch must name at least one".into());
     }
     Ok(())
 }
@@ -478,7 +607,7 @@ fn not_run(spec: &CellSpec, status: &str, error: String) -> EngineResult {
         status: status.into(),
         error: Some(error),
         threads: spec.threads,
-        batch: a.batch,
+        batch: spec.batch,
         sync: if w == Some(Workload::FillSync) {
             "full".into()
         } else {
@@ -488,7 +617,7 @@ fn not_run(spec: &CellSpec, status: &str, error: String) -> EngineResult {
         num: a.num,
         key_bytes: a.key_bytes,
         value_bytes: a.value_bytes,
-        range_size: (w == Some(Workload::Scan)).then_some(a.range_size),
+        range_size: matches!(w, Some(Workload::Scan | Workload::YcsbE)).then_some(a.range_size),
         cache_bytes: a.cache_bytes,
         fsync_delay_us: a.fsync_delay_us,
         ops: None,
@@ -522,12 +651,18 @@ fn not_run(spec: &CellSpec, status: &str, error: String) -> EngineResult {
         repeat: spec.repeat,
         date: spec.date.clone(),
         engine_stats: None,
+        inserted: None,
+        deleted: None,
+        worst_delete_us_per_sec: None,
+        max_delete_us: None,
     }
 }
 
 fn pattern_of(w: Option<Workload>, a: &RunArgs) -> Option<Pattern> {
     match w? {
-        Workload::FillSeq | Workload::ReadSeq => Some(Pattern::Sequential),
+        Workload::FillSeq | Workload::ReadSeq | Workload::Queue => Some(Pattern::Sequential),
+        Workload::YcsbD => Some(Pattern::Latest),
+        w if w.ycsb() => Some(Pattern::Zipfian),
         _ => Pattern::parse(&a.pattern).ok(),
     }
 }
@@ -540,6 +675,10 @@ pub fn run(a: RunArgs) -> Result<(), String> {
     let threads: Vec<usize> = list(&a.threads)
         .iter()
         .map(|t| t.parse().expect("validated"))
+        .collect();
+    let batches: Vec<usize> = list(&a.batch)
+        .iter()
+        .map(|b| b.parse().expect("validated"))
         .collect();
     let _tmp;
     let base = match &a.dir {
@@ -563,18 +702,34 @@ pub fn run(a: RunArgs) -> Result<(), String> {
     for repeat in 0..a.repeat.max(1) {
         for e in &engines {
             for w in &workloads {
+                let wl = Workload::parse(w).expect("validated");
+                // queue is always one inserter and one deleter; only the fills and delete
+                // take --batch.
+                let ts = if wl == Workload::Queue {
+                    vec![2]
+                } else {
+                    threads.clone()
+                };
+                let bs = if wl.batched() {
+                    batches.clone()
+                } else {
+                    vec![1]
+                };
                 for s in &syncs {
-                    for &t in &threads {
-                        cells.push(CellSpec {
-                            args: a.clone(),
-                            engine: e.clone(),
-                            workload: w.clone(),
-                            sync: s.clone(),
-                            threads: t,
-                            dir: PathBuf::new(),
-                            repeat,
-                            date: date.clone(),
-                        });
+                    for &t in &ts {
+                        for &b in &bs {
+                            cells.push(CellSpec {
+                                args: a.clone(),
+                                engine: e.clone(),
+                                workload: w.clone(),
+                                sync: s.clone(),
+                                threads: t,
+                                batch: b,
+                                dir: PathBuf::new(),
+                                repeat,
+                                date: date.clone(),
+                            });
+                        }
                     }
                 }
             }
@@ -586,8 +741,8 @@ pub fn run(a: RunArgs) -> Result<(), String> {
     let mut results = Vec::new();
     let mut warned = std::collections::HashSet::new();
     let mut failed = 0;
+    let total = cells.len();
     for (i, mut spec) in cells.into_iter().enumerate() {
-        let total = a.repeat.max(1) * engines.len() * workloads.len() * syncs.len() * threads.len();
         let r = match engine::availability(&spec.engine) {
             Err(why) => {
                 if warned.insert(spec.engine.clone()) {
@@ -597,11 +752,12 @@ pub fn run(a: RunArgs) -> Result<(), String> {
             }
             Ok(()) => {
                 spec.dir = base.join(format!(
-                    "{}-{}-{}-t{}-r{}-{}",
+                    "{}-{}-{}-t{}-b{}-r{}-{}",
                     spec.engine,
                     spec.workload,
                     spec.sync,
                     spec.threads,
+                    spec.batch,
                     spec.repeat,
                     std::process::id()
                 ));
@@ -735,12 +891,35 @@ struct Ctx<'a> {
     range_size: usize,
     values: &'a Values,
     seed: u64,
+    /// `delete` with `--pattern random`: the order keys are deleted in.
+    perm: Option<Perm>,
+    /// `queue`: inserts done (the deleter's allowance); YCSB D/E: one past the newest
+    /// inserted key (`latest`'s reference point).
+    progress: AtomicU64,
+    /// YCSB D/E: the next new key to insert.
+    next_insert: AtomicU64,
+    /// Set by a worker that failed, so a waiting partner gives up.
+    abort: AtomicBool,
 }
 
 impl Ctx<'_> {
     /// Thread `t`'s key stream.
     fn keygen(&self, t: usize) -> KeyGen {
         let seed = self.seed.wrapping_mul(1_000_003).wrapping_add(t as u64);
+        if let Some(perm) = self.perm {
+            let (lo, hi) = slice(self.num, self.threads, t);
+            let (lo, len) = if hi > lo {
+                (lo, hi - lo)
+            } else {
+                (0, self.num)
+            };
+            return KeyGen::Perm {
+                perm,
+                lo,
+                len,
+                i: 0,
+            };
+        }
         match self.pattern {
             Pattern::Sequential => {
                 let (lo, hi) = slice(self.num, self.threads, t);
@@ -762,7 +941,7 @@ impl Ctx<'_> {
                 rng: Rng::new(seed),
                 n: self.num,
             },
-            Pattern::Zipfian => KeyGen::Zipf {
+            Pattern::Zipfian | Pattern::Latest => KeyGen::Zipf {
                 rng: Rng::new(seed),
                 z: self.zipf.clone().expect("a zipf table for zipfian"),
             },
@@ -775,6 +954,12 @@ struct Part {
     hist: Histogram<u64>,
     ops: u64,
     found: u64,
+    inserts: u64,
+    deletes: u64,
+    /// Logical bytes written: key + value per put, key per delete.
+    wbytes: u64,
+    /// `queue`'s deleter: the worst delete latency (ns) in each elapsed second.
+    worst_ns: Vec<u64>,
     start: Instant,
     end: Instant,
 }
@@ -786,6 +971,42 @@ fn record(hist: &mut Histogram<u64>, t0: &mut Instant) {
 }
 
 fn worker(ctx: &Ctx<'_>, t: usize, quota: u64, barrier: &Barrier) -> Result<Part, String> {
+    let r = worker_inner(ctx, t, quota, barrier);
+    if r.is_err() {
+        ctx.abort.store(true, Ordering::Release);
+    }
+    r
+}
+
+/// YCSB's operations.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Read,
+    Update,
+    Insert,
+    Scan,
+    ReadModifyWrite,
+}
+
+/// The operation of YCSB workload `w` for a uniform draw `u` in `[0, 1)`.
+fn ycsb_op(w: Workload, u: f64) -> Op {
+    let (first, p, second) = match w {
+        Workload::YcsbA => (Op::Read, 0.5, Op::Update),
+        Workload::YcsbB => (Op::Read, 0.95, Op::Update),
+        Workload::YcsbC => (Op::Read, 1.0, Op::Read),
+        Workload::YcsbD => (Op::Read, 0.95, Op::Insert),
+        Workload::YcsbE => (Op::Scan, 0.95, Op::Insert),
+        Workload::YcsbF => (Op::Read, 0.5, Op::ReadModifyWrite),
+        other => unreachable!("{other:?} is not YCSB"),
+    };
+    if u < p {
+        first
+    } else {
+        second
+    }
+}
+
+fn worker_inner(ctx: &Ctx<'_>, t: usize, quota: u64, barrier: &Barrier) -> Result<Part, String> {
     let mut hist = histogram();
     let mut keys = ctx.keygen(t);
     let kb = ctx.key_bytes;
@@ -797,6 +1018,11 @@ fn worker(ctx: &Ctx<'_>, t: usize, quota: u64, barrier: &Barrier) -> Result<Part
     let salt = ctx.seed ^ ctx.w as u64;
     let mut ops = 0u64;
     let mut found = 0u64;
+    let mut inserts = 0u64;
+    let mut deletes = 0u64;
+    let mut wbytes = 0u64;
+    let mut worst_ns: Vec<u64> = Vec::new();
+    let entry_bytes = (kb + ctx.values.len) as u64;
     barrier.wait();
     let start = Instant::now();
     let mut t0 = start;
@@ -828,6 +1054,125 @@ fn worker(ctx: &Ctx<'_>, t: usize, quota: u64, barrier: &Barrier) -> Result<Part
                 }
                 record(&mut hist, &mut t0);
                 ops += m as u64;
+                wbytes += m as u64 * entry_bytes;
+            }
+        }
+        Workload::Delete => {
+            while ops < quota {
+                let m = (quota - ops).min(ctx.batch as u64) as usize;
+                for j in 0..m {
+                    make_key(keys.next(), &mut keybuf[j * kb..(j + 1) * kb]);
+                }
+                let ks: Vec<&[u8]> = keybuf[..m * kb].chunks(kb).collect();
+                if let Err(e) = ctx.engine.delete(&ks) {
+                    result = Err(e);
+                    break;
+                }
+                record(&mut hist, &mut t0);
+                ops += m as u64;
+                deletes += m as u64;
+                wbytes += (m * kb) as u64;
+            }
+        }
+        Workload::Queue if t == 0 => {
+            // The inserter: num, num+1, … (after the preloaded 0..num).
+            while ops < quota {
+                let i = ctx.num + ops;
+                make_key(i, &mut keybuf[..kb]);
+                if let Err(e) = ctx
+                    .engine
+                    .write(&[(&keybuf[..kb], ctx.values.get(i, salt))])
+                {
+                    result = Err(e);
+                    break;
+                }
+                record(&mut hist, &mut t0);
+                ops += 1;
+                inserts += 1;
+                wbytes += entry_bytes;
+                ctx.progress.store(ops, Ordering::Release);
+            }
+        }
+        Workload::Queue => {
+            // The deleter: 0, 1, …, its d-th delete only after the inserter's d-th insert.
+            'outer: while ops < quota {
+                let mut spins = 0u32;
+                while ctx.progress.load(Ordering::Acquire) <= ops {
+                    if ctx.abort.load(Ordering::Acquire) {
+                        break 'outer;
+                    }
+                    spins += 1;
+                    if spins < 64 {
+                        std::hint::spin_loop();
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+                make_key(ops, &mut keybuf[..kb]);
+                t0 = Instant::now();
+                if let Err(e) = ctx.engine.single_delete(&[&keybuf[..kb]]) {
+                    result = Err(e);
+                    break;
+                }
+                let now = Instant::now();
+                let ns = (now.duration_since(t0).as_nanos() as u64).max(1);
+                hist.saturating_record(ns);
+                let sec = now.duration_since(start).as_secs() as usize;
+                if worst_ns.len() <= sec {
+                    worst_ns.resize(sec + 1, 0);
+                }
+                worst_ns[sec] = worst_ns[sec].max(ns);
+                ops += 1;
+                deletes += 1;
+                wbytes += kb as u64;
+            }
+        }
+        w if w.ycsb() => {
+            let z = ctx.zipf.clone().expect("a zipf table for YCSB");
+            let mut rng = Rng::new(ctx.seed ^ 0x7c5b ^ (t as u64).wrapping_mul(0x9e37));
+            while ops < quota {
+                let op = ycsb_op(w, rng.unit());
+                let k = match op {
+                    Op::Insert => ctx.next_insert.fetch_add(1, Ordering::Relaxed),
+                    _ if w == Workload::YcsbD => {
+                        // latest: rank r is the r-th newest record.
+                        let newest = ctx.progress.load(Ordering::Acquire).max(1) - 1;
+                        newest - z.rank(rng.unit()).min(newest)
+                    }
+                    _ => scrambled(&z, &mut rng),
+                };
+                make_key(k, &mut keybuf[..kb]);
+                let key = &keybuf[..kb];
+                let r = match op {
+                    Op::Read => ctx.engine.get(key).map(|v| found += u64::from(v.is_some())),
+                    Op::Update => ctx
+                        .engine
+                        .write(&[(key, ctx.values.get(k, salt ^ ops))])
+                        .map(|()| wbytes += entry_bytes),
+                    Op::Insert => ctx
+                        .engine
+                        .write(&[(key, ctx.values.get(k, salt))])
+                        .map(|()| {
+                            wbytes += entry_bytes;
+                            inserts += 1;
+                            ctx.progress.fetch_max(k + 1, Ordering::AcqRel);
+                        }),
+                    Op::Scan => {
+                        let len = 1 + rng.below(ctx.range_size as u64) as usize;
+                        ctx.engine.scan(key, len).map(|n| found += n as u64)
+                    }
+                    Op::ReadModifyWrite => ctx.engine.get(key).and_then(|v| {
+                        found += u64::from(v.is_some());
+                        wbytes += entry_bytes;
+                        ctx.engine.write(&[(key, ctx.values.get(k, salt ^ ops))])
+                    }),
+                };
+                if let Err(e) = r {
+                    result = Err(e);
+                    break;
+                }
+                record(&mut hist, &mut t0);
+                ops += 1;
             }
         }
         Workload::ReadRandom => {
@@ -892,6 +1237,7 @@ fn worker(ctx: &Ctx<'_>, t: usize, quota: u64, barrier: &Barrier) -> Result<Part
                 }
             }
         }
+        w => unreachable!("{w:?} has an arm above"),
     }
     let end = Instant::now();
     drop(seeker);
@@ -900,6 +1246,10 @@ fn worker(ctx: &Ctx<'_>, t: usize, quota: u64, barrier: &Barrier) -> Result<Part
         hist,
         ops,
         found,
+        inserts,
+        deletes,
+        wbytes,
+        worst_ns,
         start,
         end,
     })
@@ -942,6 +1292,11 @@ fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
     let w = Workload::parse(&spec.workload)?;
     let pattern = pattern_of(Some(w), a).expect("validated");
     let sync_full = spec.sync == "full" || w == Workload::FillSync;
+    let threads = if w == Workload::Queue {
+        2
+    } else {
+        spec.threads
+    };
     let mut r = not_run(spec, "ok", String::new());
     r.error = None;
     let cfg = EngineConfig {
@@ -950,7 +1305,7 @@ fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
         cache_bytes: a.cache_bytes,
         fsync_delay_us: a.fsync_delay_us,
         fsync_delay_model: a.fsync_delay_model.clone(),
-        threads: spec.threads,
+        threads,
     };
     let engine = engine::open(&spec.engine, &cfg)?;
     let values = Values::new(a.seed, a.value_bytes);
@@ -969,23 +1324,36 @@ fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
         Workload::FillSeq | Workload::FillRandom | Workload::Overwrite => a.num,
         Workload::ReadRandom | Workload::SeekRandom | Workload::Scan => a.reads.unwrap_or(a.num),
         Workload::ReadSeq => a.num, // informational: readseq reads what is there
+        Workload::Delete => a.num,
+        Workload::Queue => 2 * a.num,
+        _ => a.reads.unwrap_or(a.num), // YCSB
     };
-    let zipf = (pattern == Pattern::Zipfian).then(|| Arc::new(Zipf::new(a.num, a.zipf_theta)));
+    let zipf = (matches!(pattern, Pattern::Zipfian | Pattern::Latest))
+        .then(|| Arc::new(Zipf::new(a.num, a.zipf_theta)));
     let ctx = Ctx {
         engine: &*engine,
         w,
         pattern,
         zipf,
         num: a.num,
-        threads: spec.threads,
+        threads,
         key_bytes: a.key_bytes,
-        batch: if w.writes() { a.batch } else { 1 },
+        batch: if w.batched() { spec.batch } else { 1 },
         range_size: a.range_size,
         values: &values,
         seed: a.seed,
+        perm: (w == Workload::Delete && pattern == Pattern::Random)
+            .then(|| Perm::new(a.num, a.seed ^ 0xde1e_7e00)),
+        progress: AtomicU64::new(if w == Workload::Queue { 0 } else { a.num }),
+        next_insert: AtomicU64::new(a.num),
+        abort: AtomicBool::new(false),
     };
-    let quotas = split(ops_total, spec.threads);
-    let barrier = Barrier::new(spec.threads + 1);
+    let quotas = if w == Workload::Queue {
+        vec![a.num, a.num]
+    } else {
+        split(ops_total, threads)
+    };
+    let barrier = Barrier::new(quotas.len() + 1);
     let (io0, disk0, cpu0, parts, cpu1) = std::thread::scope(|s| {
         let handles: Vec<_> = quotas
             .iter()
@@ -1007,9 +1375,12 @@ fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
         (io0, disk0, cpu0, parts, cpu1)
     });
     let parts = parts.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let inserts: u64 = parts.iter().map(|p| p.inserts).sum();
+    let deletes: u64 = parts.iter().map(|p| p.deletes).sum();
+    let wbytes: u64 = parts.iter().map(|p| p.wbytes).sum();
 
     let mut synced = true;
-    if w.writes() {
+    if w.mutates() {
         let t = Instant::now();
         engine.flush()?;
         engine.wait_idle(SETTLE_MAX);
@@ -1024,10 +1395,11 @@ fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
     let disk1 = sysstat::disk_written_bytes(&spec.dir);
     let db = sysstat::dir_bytes(&spec.dir);
     r.engine_stats = engine.stats();
-    let live_keys = if w.preloads() {
-        a.num
-    } else {
-        distinct_keys(&ctx, &quotas)
+    let live_keys = match w {
+        Workload::Delete => a.num - distinct_keys(&ctx, &quotas),
+        Workload::Queue => a.num + inserts - deletes,
+        _ if w.preloads() => a.num + inserts,
+        _ => distinct_keys(&ctx, &quotas),
     };
     drop(ctx);
     engine.close()?;
@@ -1076,7 +1448,31 @@ fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
     if let (Some(d0), Some(d1), true) = (disk0, disk1, synced) {
         r.disk_write_bytes = Some(d1.saturating_sub(d0));
     }
-    let logical = if w.writes() { ops * entry_bytes } else { 0 };
+    if matches!(w, Workload::Queue | Workload::YcsbD | Workload::YcsbE) {
+        r.inserted = Some(inserts);
+    }
+    if matches!(w, Workload::Delete | Workload::Queue) {
+        r.deleted = Some(deletes);
+    }
+    if w == Workload::Queue {
+        let mut worst: Vec<u64> = Vec::new();
+        for p in &parts {
+            if worst.len() < p.worst_ns.len() {
+                worst.resize(p.worst_ns.len(), 0);
+            }
+            for (w, &x) in worst.iter_mut().zip(&p.worst_ns) {
+                *w = (*w).max(x);
+            }
+        }
+        // One entry per elapsed (started) second of the timed phase.
+        let secs = (seconds.ceil() as usize).max(1);
+        if worst.len() < secs {
+            worst.resize(secs, 0);
+        }
+        r.max_delete_us = Some(worst.iter().copied().max().unwrap_or(0) as f64 / 1000.0);
+        r.worst_delete_us_per_sec = Some(worst.iter().map(|&x| x as f64 / 1000.0).collect());
+    }
+    let logical = wbytes;
     r.logical_write_bytes = Some(logical);
     r.live_bytes = Some(live_keys * entry_bytes);
     if let Some((len, alloc)) = db {
@@ -1162,6 +1558,42 @@ mod tests {
     }
 
     #[test]
+    fn ycsb_mixes_are_the_core_ones() {
+        let share = |w: Workload, op: Op| {
+            let mut r = Rng::new(9);
+            (0..100_000).filter(|_| ycsb_op(w, r.unit()) == op).count() as f64 / 100_000.0
+        };
+        let near = |x: f64, y: f64| (x - y).abs() < 0.01;
+        assert!(near(share(Workload::YcsbA, Op::Update), 0.5));
+        assert!(near(share(Workload::YcsbB, Op::Update), 0.05));
+        assert_eq!(share(Workload::YcsbC, Op::Read), 1.0);
+        assert!(near(share(Workload::YcsbD, Op::Insert), 0.05));
+        assert!(near(share(Workload::YcsbE, Op::Scan), 0.95));
+        assert!(near(share(Workload::YcsbF, Op::ReadModifyWrite), 0.5));
+    }
+
+    #[test]
+    fn delete_permutation_slices_cover_every_key_once() {
+        let perm = Perm::new(1000, 5);
+        let mut seen = vec![false; 1000];
+        for t in 0..3 {
+            let (lo, hi) = slice(1000, 3, t);
+            let mut g = KeyGen::Perm {
+                perm,
+                lo,
+                len: hi - lo,
+                i: 0,
+            };
+            for _ in lo..hi {
+                let k = g.next() as usize;
+                assert!(!seen[k], "{k} twice");
+                seen[k] = true;
+            }
+        }
+        assert!(seen.iter().all(|&s| s));
+    }
+
+    #[test]
     fn slices_and_splits_cover_exactly() {
         assert_eq!(split(10, 3), vec![4, 3, 3]);
         let mut next = 0;
@@ -1184,6 +1616,14 @@ mod tests {
             "readseq",
             "seekrandom",
             "scan",
+            "delete",
+            "queue",
+            "ycsba",
+            "ycsbb",
+            "ycsbc",
+            "ycsbd",
+            "ycsbe",
+            "ycsbf",
         ] {
             assert_eq!(Workload::parse(n).unwrap().name(), n);
         }

@@ -2,7 +2,8 @@
 //! size, checks that every JSON line parses, carries every field scripts rely on (each
 //! figure a number, or `null` where unavailable), did the expected operations, and that an
 //! engine not compiled in is reported as unavailable rather than failing the run. No speed
-//! is asserted.
+//! is asserted. The delete, queue and YCSB workloads and the batch-size sweep run on every
+//! compiled-in engine too (one test per engine, so they run side by side).
 
 use std::process::Command;
 
@@ -203,6 +204,8 @@ fn bad_flags_are_errors() {
         &["--sync", "sometimes"],
         &["--format", "xml"],
         &["--pattern", "spiral"],
+        &["--batch", "1,0"],
+        &["--batch", "ten"],
     ] {
         let (ok, lines, stderr) = run(args);
         assert!(!ok && lines.is_empty(), "{args:?}: {stderr}");
@@ -280,6 +283,196 @@ fn every_engine_writes_durable_batches() {
             "fillrandom" | "overwrite" => assert_eq!(v["batch"], 10, "{v}"),
             "readseq" => assert_eq!(v["found"], 300, "{v}"),
             w => panic!("{w}"),
+        }
+    }
+}
+
+/// The workloads that came with deletes: `delete`, `queue` and YCSB A–F.
+const NEW_WORKLOADS: &[&str] = &[
+    "delete", "queue", "ycsba", "ycsbb", "ycsbc", "ycsbd", "ycsbe", "ycsbf",
+];
+
+/// Runs every workload of [`NEW_WORKLOADS`] on `engine` at `--num 300` and checks each line:
+/// the contract's fields, the operations done, and the workload's own fields.
+fn new_workloads_on(engine: &str) {
+    const N: u64 = 300;
+    let (ok, lines, stderr) = run(&[
+        "--engines",
+        engine,
+        "--workloads",
+        &NEW_WORKLOADS.join(","),
+        "--num",
+        &N.to_string(),
+        "--range-size",
+        "16",
+        "--threads",
+        "2",
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(lines.len(), NEW_WORKLOADS.len(), "{stderr}");
+    for (v, w) in lines.iter().zip(NEW_WORKLOADS) {
+        for f in FIELDS {
+            assert!(v.get(*f).is_some(), "field {f} missing from {v}");
+        }
+        for f in [
+            "inserted",
+            "deleted",
+            "worst_delete_us_per_sec",
+            "max_delete_us",
+        ] {
+            assert!(v.get(f).is_some(), "field {f} missing from {v}");
+        }
+        assert_eq!(v["status"], "ok", "{v}");
+        assert_eq!(v["engine"], engine, "{v}");
+        assert_eq!(v["workload"], *w, "{v}");
+        assert_eq!(v["batch"], 1, "{v}");
+        assert!(
+            num(v, "seconds") > 0.0 && num(v, "ops_per_sec") > 0.0,
+            "{v}"
+        );
+        let p = ["p50_us", "p95_us", "p99_us", "p999_us", "max_us"].map(|f| num(v, f));
+        assert!(p[0] > 0.0, "{v}");
+        assert!(p.windows(2).all(|w| w[0] <= w[1]), "{v}");
+        assert!(
+            num(v, "peak_rss_bytes") > 1e6 && num(v, "db_bytes") > 0.0,
+            "{v}"
+        );
+        assert!(num(v, "load_seconds") > 0.0, "{v}");
+        let logical = num(v, "logical_write_bytes");
+        match *w {
+            "delete" => {
+                assert_eq!(v["ops"].as_u64(), Some(N), "{v}");
+                assert_eq!(v["deleted"].as_u64(), Some(N), "{v}");
+                assert!(v["found"].is_null() && v["inserted"].is_null(), "{v}");
+                assert_eq!(logical, N as f64 * 16.0, "{v}");
+                // Every key deleted (a permutation): nothing live.
+                assert_eq!(num(v, "live_bytes"), 0.0, "{v}");
+                assert_eq!(v["threads"], 2, "{v}");
+            }
+            "queue" => {
+                assert_eq!(v["ops"].as_u64(), Some(2 * N), "{v}");
+                assert_eq!(v["inserted"].as_u64(), Some(N), "{v}");
+                assert_eq!(v["deleted"].as_u64(), Some(N), "{v}");
+                assert_eq!(v["threads"], 2, "{v}");
+                assert_eq!(logical, N as f64 * (116.0 + 16.0), "{v}");
+                let worst: Vec<f64> = v["worst_delete_us_per_sec"]
+                    .as_array()
+                    .unwrap_or_else(|| panic!("no per-second array in {v}"))
+                    .iter()
+                    .map(|x| x.as_f64().unwrap())
+                    .collect();
+                assert!(!worst.is_empty() && worst.iter().all(|&x| x >= 0.0), "{v}");
+                let max = num(v, "max_delete_us");
+                assert!(max > 0.0, "{v}");
+                assert_eq!(worst.iter().copied().fold(0.0, f64::max), max, "{v}");
+                assert!(max <= num(v, "max_us"), "{v}");
+            }
+            _ => {
+                assert_eq!(v["ops"].as_u64(), Some(N), "{v}");
+                assert_eq!(v["threads"], 2, "{v}");
+                assert!(
+                    v["deleted"].is_null() && v["max_delete_us"].is_null(),
+                    "{v}"
+                );
+                let pattern = if *w == "ycsbd" { "latest" } else { "zipfian" };
+                assert_eq!(v["pattern"], pattern, "{v}");
+                let found = v["found"].as_u64().unwrap();
+                match *w {
+                    // Every read is of a preloaded key.
+                    "ycsbc" | "ycsbf" => assert_eq!(found, N, "{v}"),
+                    "ycsba" | "ycsbb" | "ycsbd" => assert!(found > 0 && found < N, "{v}"),
+                    // Scans of 1..=16 entries.
+                    "ycsbe" => assert!(found > N && found < N * 16, "{v}"),
+                    _ => unreachable!(),
+                }
+                if *w == "ycsbc" {
+                    assert_eq!(logical, 0.0, "{v}");
+                    assert!(v["write_amp"].is_null(), "{v}");
+                } else {
+                    assert!(logical > 0.0, "{v}");
+                    assert_eq!(logical % 116.0, 0.0, "{v}");
+                }
+                if matches!(*w, "ycsbd" | "ycsbe") {
+                    let ins = v["inserted"].as_u64().unwrap();
+                    assert!(ins > 0 && ins < N / 5, "{v}");
+                    assert_eq!(logical, ins as f64 * 116.0, "{v}");
+                    assert_eq!(num(v, "live_bytes"), (N + ins) as f64 * 116.0, "{v}");
+                } else {
+                    assert!(v["inserted"].is_null(), "{v}");
+                }
+                if *w == "ycsbe" {
+                    assert_eq!(v["range_size"], 16, "{v}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn silt_runs_delete_queue_and_ycsb() {
+    new_workloads_on("silt");
+}
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn sqlite_runs_delete_queue_and_ycsb() {
+    new_workloads_on("sqlite");
+}
+
+#[cfg(feature = "fjall")]
+#[test]
+fn fjall_runs_delete_queue_and_ycsb() {
+    new_workloads_on("fjall");
+}
+
+#[cfg(feature = "redb")]
+#[test]
+fn redb_runs_delete_queue_and_ycsb() {
+    new_workloads_on("redb");
+}
+
+/// `--batch` takes a list (a batch-size sweep): one cell per size for the fills and
+/// `delete`, one cell (batch 1) for the others; a delete pattern other than random works.
+#[test]
+fn batch_sweep_covers_writes_and_deletes() {
+    let engines = compiled_engines();
+    let (ok, lines, stderr) = run(&[
+        "--engines",
+        &engines.join(","),
+        "--workloads",
+        "fillrandom,delete,readrandom",
+        "--batch",
+        "1,10,100",
+        "--num",
+        "300",
+        "--pattern",
+        "sequential",
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(lines.len(), engines.len() * 7, "{stderr}");
+    for (i, v) in lines.iter().enumerate() {
+        assert_eq!(v["engine"], engines[i / 7], "{v}");
+        assert_eq!(v["status"], "ok", "{v}");
+        assert_eq!(v["ops"], 300, "{v}");
+        let (w, b) = [
+            ("fillrandom", 1),
+            ("fillrandom", 10),
+            ("fillrandom", 100),
+            ("delete", 1),
+            ("delete", 10),
+            ("delete", 100),
+            ("readrandom", 1),
+        ][i % 7];
+        assert_eq!(v["workload"], w, "{v}");
+        assert_eq!(v["batch"], b, "{v}");
+        match w {
+            "delete" => {
+                assert_eq!(v["deleted"], 300, "{v}");
+                assert_eq!(v["pattern"], "sequential", "{v}");
+                assert_eq!(num(v, "live_bytes"), 0.0, "{v}");
+            }
+            "readrandom" => assert_eq!(v["found"], 300, "{v}"),
+            _ => {}
         }
     }
 }

@@ -5,6 +5,8 @@
 //!   durability `PersistMode::SyncData` (an fdatasync of the journal, under the journal
 //!   lock, before the commit returns). fjall does not share one fsync among concurrent
 //!   committers.
+//! * Deletes: `remove` (sync none, one key) or a batch of `remove`s; fjall's
+//!   `remove_weak` (its single delete) is hidden and experimental, so it is not used.
 //! * Cache: `--cache-bytes` as the database's block cache (`cache_size`).
 //! * Like silt's defaults: no compression (data blocks and journal), a bloom filter of 10
 //!   bits per key on every level (fjall's default is a 0.01% false-positive rate on L0 and
@@ -86,6 +88,22 @@ impl Engine for FjallEngine {
         let mut b = self.db.batch().durability(Some(mode));
         for (k, v) in kvs {
             b.insert(&self.ks, *k, *v);
+        }
+        b.commit().map_err(err)
+    }
+
+    fn delete(&self, keys: &[&[u8]]) -> EResult<()> {
+        if let ([k], false) = (keys, self.sync_full) {
+            return self.ks.remove(*k).map_err(err);
+        }
+        let mode = if self.sync_full {
+            PersistMode::SyncData
+        } else {
+            PersistMode::Buffer
+        };
+        let mut b = self.db.batch().durability(Some(mode));
+        for k in keys {
+            b.remove(&self.ks, *k);
         }
         b.commit().map_err(err)
     }

@@ -9,6 +9,7 @@
 //!   durable commit, so a process crash (not only a machine crash) loses it. redb has no
 //!   "write to the OS, skip the fsync" mode. The adapter's `flush` makes it durable with an
 //!   empty `Immediate` commit.
+//! * A delete (batch) is one write transaction of `remove`s (redb has no single delete).
 //! * Cache: `--cache-bytes` as redb's page cache (`Builder::set_cache_size`), shared by
 //!   all threads.
 //! * A B-tree has no bloom filters and redb has no compression (nothing to configure).
@@ -92,6 +93,18 @@ impl Engine for RedbEngine {
             let mut t = tx.open_table(TABLE).map_err(err)?;
             for (k, v) in kvs {
                 t.insert(*k, *v).map_err(err)?;
+            }
+        }
+        tx.commit().map_err(err)
+    }
+
+    fn delete(&self, keys: &[&[u8]]) -> EResult<()> {
+        let mut tx = self.db.begin_write().map_err(err)?;
+        tx.set_durability(self.durability).map_err(err)?;
+        {
+            let mut t = tx.open_table(TABLE).map_err(err)?;
+            for k in keys {
+                t.remove(*k).map_err(err)?;
             }
         }
         tx.commit().map_err(err)

@@ -10,7 +10,8 @@
 //!   corrupt the database; that is weaker than `none`, so it is not used.)
 //! * Sync `full` → `synchronous=FULL`: every commit fsyncs the WAL before it returns.
 //! * A batch is one `BEGIN IMMEDIATE … COMMIT` transaction of prepared `INSERT OR REPLACE`s;
-//!   a single put is one autocommit statement.
+//!   a single put is one autocommit statement. Deletes likewise, with prepared
+//!   `DELETE FROM kv WHERE k = ?` (SQLite has no single delete).
 //! * Threads: each SQLite connection is single-threaded, so the adapter keeps a pool of
 //!   connections and a thread takes one for the length of an operation; with N workers at
 //!   most N connections exist (each opened on first need). WAL mode lets readers run beside
@@ -37,6 +38,7 @@ use serde_json::{json, Value};
 use super::{EResult, Engine, EngineConfig, Seeker};
 
 const PUT: &str = "INSERT OR REPLACE INTO kv (k, v) VALUES (?1, ?2)";
+const DELETE: &str = "DELETE FROM kv WHERE k = ?1";
 const GET: &str = "SELECT v FROM kv WHERE k = ?1";
 const SEEK: &str = "SELECT k, v FROM kv WHERE k >= ?1 ORDER BY k LIMIT 1";
 const SCAN: &str = "SELECT k, v FROM kv WHERE k >= ?1 ORDER BY k LIMIT ?2";
@@ -162,6 +164,23 @@ impl Engine for SqliteEngine {
                 let mut st = tx.prepare_cached(PUT)?;
                 for (k, v) in kvs {
                     st.execute((k, v))?;
+                }
+            }
+            tx.commit()
+        })
+    }
+
+    fn delete(&self, keys: &[&[u8]]) -> EResult<()> {
+        self.with(|c| {
+            if let [k] = keys {
+                c.prepare_cached(DELETE)?.execute([k])?;
+                return Ok(());
+            }
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            {
+                let mut st = tx.prepare_cached(DELETE)?;
+                for k in keys {
+                    st.execute([k])?;
                 }
             }
             tx.commit()
