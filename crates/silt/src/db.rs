@@ -571,13 +571,23 @@ impl Db {
         self.inner.wait_flushed(upto)
     }
 
-    /// Compacts every table of `cf` overlapping `range` down to the last level, dropping
-    /// overwritten values and tombstones no snapshot needs.
+    /// Compacts every table of the default column family overlapping `range` down to the
+    /// last level, dropping overwritten values and tombstones no snapshot needs. Flushes
+    /// first, so what was written before the call is compacted too.
     ///
     /// # Errors
     ///
     /// As [`Db::flush`].
-    pub fn compact_range<K: AsRef<[u8]>, R: RangeBounds<K>>(
+    pub fn compact_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
+        self.compact_range_cf(&self.default_cf(), range)
+    }
+
+    /// [`Db::compact_range`] in column family `cf`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::flush`].
+    pub fn compact_range_cf<K: AsRef<[u8]>, R: RangeBounds<K>>(
         &self,
         cf: &ColumnFamily,
         range: R,

@@ -803,7 +803,7 @@ fn maintenance(world: &World, mut rng: ChaCha8Rng) -> Check {
             4..=5 => {
                 world
                     .db
-                    .compact_range::<&[u8], _>(cf, ..)
+                    .compact_range_cf::<&[u8], _>(cf, ..)
                     .map_err(|e| format!("compact_range(..): {e}"))?;
                 world.counts.compact_ranges.fetch_add(1, SeqCst);
                 world.counts.compact_max_ms.fetch_max(ms(), SeqCst);
@@ -815,7 +815,7 @@ fn maintenance(world: &World, mut rng: ChaCha8Rng) -> Check {
                 let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
                 world
                     .db
-                    .compact_range(cf, lo.as_slice()..=hi.as_slice())
+                    .compact_range_cf(cf, lo.as_slice()..=hi.as_slice())
                     .map_err(|e| format!("compact_range({}..={}): {e}", show(&lo), show(&hi)))?;
                 world.counts.compact_ranges.fetch_add(1, SeqCst);
                 world.counts.compact_max_ms.fetch_max(ms(), SeqCst);

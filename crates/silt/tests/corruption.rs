@@ -209,7 +209,7 @@ fn build_fixture() -> Fixture {
         r.delete(&default, &key(i));
     }
     db.flush().unwrap();
-    db.compact_range::<&[u8], _>(&default, ..).unwrap();
+    db.compact_range_cf::<&[u8], _>(&default, ..).unwrap();
     let after1 = table_files(dir);
 
     // Phase 2: a second column family with a last level and a level 0.
@@ -218,7 +218,7 @@ fn build_fixture() -> Fixture {
         r.put(&side, &key(i), 1);
     }
     db.flush().unwrap();
-    db.compact_range::<&[u8], _>(&side, ..).unwrap();
+    db.compact_range_cf::<&[u8], _>(&side, ..).unwrap();
     let after2a = table_files(dir);
     for i in (0..120).step_by(3) {
         r.put(&side, &key(i), 2);
@@ -312,7 +312,7 @@ fn small_fixture() -> &'static Fixture {
         }
         r.delete(&default, &key(5));
         db.flush().unwrap();
-        db.compact_range::<&[u8], _>(&default, ..).unwrap();
+        db.compact_range_cf::<&[u8], _>(&default, ..).unwrap();
         // Left in the log only.
         for i in (0..60).step_by(3) {
             r.put(&default, &key(i), 3);

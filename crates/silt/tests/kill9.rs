@@ -691,7 +691,7 @@ fn verify(
             if !problems.is_empty() {
                 break;
             }
-            db.compact_range::<&[u8], _>(cf, ..)
+            db.compact_range_cf::<&[u8], _>(cf, ..)
                 .unwrap_or_else(|e| panic!("{}", ctx(&format!("compact_range: {e}"))));
             full_scan(&db, cf, *tag, *last_tag, &k, &mut problems, ctx);
         }

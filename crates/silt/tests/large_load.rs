@@ -130,7 +130,7 @@ fn ten_million_keys_load_reopen_read_back() {
 
     // Full compaction: the space on disk is close to the logical size.
     let t = Instant::now();
-    db.compact_range::<&[u8], _>(&db.default_cf(), ..).unwrap();
+    db.compact_range::<&[u8], _>(..).unwrap();
     db.close().unwrap();
     for e in std::fs::read_dir(&path).unwrap() {
         let e = e.unwrap();

@@ -355,7 +355,9 @@ impl World {
                 self.log.push(format!("{step} flush"));
             }
             89 => {
-                self.db.compact_range::<&[u8], _>(&cf, ..).expect("compact");
+                self.db
+                    .compact_range_cf::<&[u8], _>(&cf, ..)
+                    .expect("compact");
                 self.log.push(format!("{step} compact {name}"));
             }
             90 => {
@@ -602,7 +604,7 @@ fn model_reaches_deep_levels() {
     }
     let got: Model = db.range::<&[u8], _>(..).map(|r| r.unwrap()).collect();
     assert!(got == m);
-    db.compact_range::<&[u8], _>(&db.default_cf(), ..).unwrap();
+    db.compact_range::<&[u8], _>(..).unwrap();
     let s = db.stats();
     assert_eq!(
         s.levels[..6].iter().map(|l| l.tables).sum::<u64>(),
