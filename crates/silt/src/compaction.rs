@@ -275,28 +275,6 @@ fn run(db: &DbInner, job: &Job) -> Result<()> {
         }
     }
     edits.push(Edit::NextTableId(db.next_table_id.load(SeqCst)));
-    if std::env::var_os("SILT_DEBUG_COMPACTION").is_some() {
-        eprintln!(
-            "compaction cf {} L{}->L{} bottom={} inputs {:?} lower {:?} edits {:?}",
-            job.cf,
-            job.level,
-            job.output_level,
-            job.bottommost,
-            job.inputs.iter().map(|t| t.meta.id).collect::<Vec<_>>(),
-            job.lower.iter().map(|t| t.meta.id).collect::<Vec<_>>(),
-            edits
-                .iter()
-                .filter_map(|e| match e {
-                    Edit::AddTable { meta, .. } => Some((
-                        meta.id,
-                        String::from_utf8_lossy(key::user_key(&meta.smallest)).to_string(),
-                        String::from_utf8_lossy(key::user_key(&meta.largest)).to_string()
-                    )),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-        );
-    }
     let mut st = db.state.lock();
     if !st.manifest.state().cfs.contains_key(&job.cf) {
         // Dropped meanwhile: the outputs are orphans.
@@ -352,54 +330,40 @@ pub(crate) fn keep_versions(
         }
         last_seq = Some(p.seqno);
         let s = stripe(snapshots, p.seqno);
-        if last_stripe == Some(s) {
-            // Shadowed by a newer entry every snapshot of this stripe sees. A shadowed
-            // single delete still matters, though: if a later single delete cancels the
-            // newer put, this one must hide the put below it (put, sd, put, sd is a valid
-            // sequence). So it stays until it meets that put in one stripe and both go, or
-            // until it is at the bottom with nothing older left to hide.
-            if p.kind == Kind::SingleDelete {
-                let j = next_distinct(group, i, p.seqno);
-                match group.get(j).and_then(|(k, _)| key::parse(k)) {
-                    Some(q) if q.kind == Kind::Put && stripe(snapshots, q.seqno) == s => {
-                        last_seq = Some(q.seqno);
-                        i = j + 1;
-                        continue;
-                    }
-                    None if bottommost => {}
-                    _ => keep.push(i),
-                }
-            }
-            i += 1;
-            continue;
-        }
+        // Shadowed: a newer entry of this stripe hides this one from every snapshot.
+        let shadowed = last_stripe == Some(s);
         last_stripe = Some(s);
-        match p.kind {
-            Kind::Put => keep.push(i),
-            Kind::SingleDelete => {
-                let j = next_distinct(group, i, p.seqno);
-                let next = group.get(j).and_then(|(k, _)| key::parse(k));
-                match next {
-                    Some(q) if q.kind == Kind::Put && stripe(snapshots, q.seqno) == s => {
-                        // They cancel: skip both. What lies below them (an older tombstone,
-                        // say) is not shadowed by anything any more, so it is judged afresh.
-                        last_seq = Some(q.seqno);
-                        last_stripe = None;
-                        i = j + 1;
-                        continue;
-                    }
-                    _ => {
-                        if !(bottommost && s == 0) {
-                            keep.push(i);
-                        }
-                    }
+        if p.kind == Kind::SingleDelete {
+            let j = next_distinct(group, i, p.seqno);
+            let next = group.get(j).and_then(|(k, _)| key::parse(k));
+            if let Some(q) = next
+                .as_ref()
+                .filter(|q| q.kind == Kind::Put && stripe(snapshots, q.seqno) == s)
+            {
+                // It meets its put in one stripe: both go. Unless the pair was shadowed,
+                // what lies below it (an older tombstone, say) is not shadowed by anything
+                // any more, so it is judged afresh.
+                last_seq = Some(q.seqno);
+                if !shadowed {
+                    last_stripe = None;
                 }
+                i = j + 1;
+                continue;
             }
-            Kind::Delete => {
-                if !(bottommost && s == 0) {
-                    keep.push(i);
-                }
+            // A shadowed single delete still matters: if a later single delete cancels the
+            // newer put, this one must hide the put below it (put, sd, put, sd is a valid
+            // sequence). So it stays until it meets that put, or until it is at the bottom
+            // with nothing older left to hide.
+            let gone = if shadowed {
+                bottommost && next.is_none()
+            } else {
+                bottommost && s == 0
+            };
+            if !gone {
+                keep.push(i);
             }
+        } else if !shadowed && (p.kind == Kind::Put || !(bottommost && s == 0)) {
+            keep.push(i);
         }
         i += 1;
     }

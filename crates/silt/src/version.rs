@@ -11,7 +11,6 @@
 //! 3. A table file is deleted only when the manifest no longer names it *and* no version
 //!    (held by an open iterator or a running read) refers to it: [`TableHandle`]'s `Drop`.
 
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
@@ -219,7 +218,7 @@ fn check_levels(cf: &CfVersion) {
     for (l, tables) in cf.levels.iter().enumerate() {
         for t in tables {
             assert!(
-                key::cmp_internal(&t.meta.smallest, &t.meta.largest) != Ordering::Greater,
+                key::cmp_internal(&t.meta.smallest, &t.meta.largest) != std::cmp::Ordering::Greater,
                 "table {} has smallest > largest",
                 t.meta.id
             );
