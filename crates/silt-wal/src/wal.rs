@@ -292,9 +292,10 @@ impl Wal {
         self.inner.reserved.load(SeqCst)
     }
 
-    /// Why the log is poisoned, when the cause was not returned to a caller: a background
-    /// segment preparation that failed (its error had nobody to go to). `None` otherwise —
-    /// a failed foreground write or sync returned its error to the append that ran it.
+    /// Why the log is poisoned when a segment could not be prepared — by the background
+    /// thread, whose error has nobody else to go to, or by an append that prepared it
+    /// itself. `None` otherwise: a failed write or sync returned its error to the append
+    /// that ran it.
     pub fn poison_cause(&self) -> Option<String> {
         self.inner.segments.poison_cause()
     }

@@ -149,3 +149,28 @@ fn a_crash_while_reusing_a_pool_file_leaves_an_openable_log() {
     append_to(&wal, 6 * SEG).unwrap();
     wal.close().unwrap();
 }
+
+#[test]
+fn a_failed_segment_preparation_poisons_the_log_and_says_why() {
+    use silt_wal::fs::{FailOp, SimFs};
+    let fs = SimFs::new();
+    let wal = Wal::open("/log", Options::default().segment_bytes(SEG).fs(fs.clone())).unwrap();
+    assert_eq!(wal.poison_cause(), None);
+    // Every directory sync fails from now on: the next segment's preparation cannot finish.
+    fs.fail_nth(FailOp::SyncDir, 1, true);
+    let err = loop {
+        match wal.append(&[7u8; 1000]) {
+            Ok(_) => assert!(wal.reserved_lsn() < 4 * SEG, "the preparer never failed"),
+            Err(e) => break e,
+        }
+    };
+    // The append that ran into it gets the I/O error if it prepared the segment itself,
+    // `Poisoned` if the background thread did; every later one gets `Poisoned`.
+    assert!(
+        matches!(err, silt_wal::Error::Poisoned | silt_wal::Error::Io { .. }),
+        "{err:?}"
+    );
+    assert!(matches!(wal.append(b"x"), Err(silt_wal::Error::Poisoned)));
+    let cause = wal.poison_cause().expect("the cause is kept");
+    assert!(cause.contains("preparing log segment"), "{cause}");
+}
