@@ -32,7 +32,7 @@ use crate::format::{
 use crate::options::{AppendOptions, Options, Strategy, SyncMode};
 use crate::recovery::{self, Recovered};
 use crate::segment::Segments;
-use crate::watermark::{Backoff, Event, FillRing, SyncEnv, SyncStream};
+use crate::watermark::{contended, timed_yield, Backoff, Event, FillRing, SyncEnv, SyncStream};
 use crate::{timed, Lsn};
 
 /// Bounds of the yield phase of a committer waiting for a sync.
@@ -768,22 +768,37 @@ impl SyncEnv for Inner {
             let limit = Duration::from_nanos(
                 (self.fsync_ewma_ns.load(SeqCst) / GATHER_FRACTION).min(GATHER_MAX_NS),
             );
+            // Every yield is timed: one that overran (`watermark::YIELD_OVERRUN`) means
+            // other processes hold the CPU, and gathering would cost each commit a time
+            // slice; while that lasts (`watermark::contended`), the syncer does not gather.
+            let mut busy = contended();
             let start = Instant::now();
-            while self.durable_waiting.load(SeqCst) < peak && start.elapsed() < limit {
-                std::thread::yield_now();
+            while !busy && self.durable_waiting.load(SeqCst) < peak && start.elapsed() < limit {
+                busy = timed_yield();
             }
             // Then, while new reservations keep arriving, let them in too.
             for _ in 0..GATHER_YIELDS_MAX {
+                if busy {
+                    break;
+                }
                 let before = self.reserved.load(SeqCst);
-                std::thread::yield_now();
+                busy = timed_yield();
                 if self.reserved.load(SeqCst) == before {
                     break;
                 }
             }
+            // And let the copies in flight land, for at most as long again: a committer
+            // preempted between its reservation and its copy must not hold up this sync (it
+            // joins the next one); the sync covers whatever is filled when it starts.
             let reserved = self.reserved.load(SeqCst);
-            self.filled_ev.wait(self.backoff, || {
-                self.ring.filled() >= reserved || self.is_poisoned()
-            });
+            let landing = Instant::now();
+            while !busy
+                && self.ring.filled() < reserved
+                && !self.is_poisoned()
+                && landing.elapsed() < limit
+            {
+                busy = timed_yield();
+            }
         }
         let now = self.appends.load(SeqCst);
         let then = self.appends_at_sync.swap(now, SeqCst);
