@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# The project's test command: README.md names it, .ci/run calls it. It installs nothing
-# beyond the Rust toolchain a fresh machine has (rustup's stable, with rustfmt and clippy).
+# The project's test command: README.md names it, .ci/run calls it. Beyond the Rust
+# toolchain a fresh machine has (rustup's stable, with rustfmt and clippy) it installs only
+# what the native benchmark peers need (scripts/bench-deps.sh: Debian's libclang-dev for
+# RocksDB), because every adapter is built and tested here (--all-features).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+echo "== native dependencies of the benchmark peers"
+bash scripts/bench-deps.sh
 
 echo "== format and lints"
 cargo fmt --all --check
