@@ -5,14 +5,17 @@
 //! * `commit`: the commit-path matrix of `silt-wal`'s strategies beside the seeds' designs
 //!   and the raw `pwrite`+`fdatasync` floor.
 //! * `run`: db_bench-style engine workloads (fillseq, fillrandom, readrandom, seekrandom,
-//!   scan, …) on the engines of `engine.rs`, one child process per cell.
-//!
-//! `report` and `suite` arrive with the benchmark issue.
+//!   scan, …), the seed 000/003 workloads by name and YCSB A–F, on the engines of
+//!   `engine.rs`, one child process per cell.
+//! * `report DIR`: a markdown summary (silt / each peer) and SVG charts of `run` results.
+//! * `suite seeds`: the seed 000/003 matrix, then its report.
 
 mod commit;
 mod engine;
 mod output;
+mod report;
 mod run;
+mod suite;
 mod sysstat;
 
 use clap::{Parser, Subcommand};
@@ -30,6 +33,10 @@ enum Command {
     Commit(commit::CommitArgs),
     /// Engine workloads (db_bench names): engines x workloads x sync modes x threads.
     Run(run::RunArgs),
+    /// Markdown summary and SVG charts of `run --format json` results in DIR.
+    Report(report::ReportArgs),
+    /// A named matrix of `run` cells and its report: `seeds` (seeds 000 and 003).
+    Suite(suite::SuiteArgs),
     /// One cell of `run`, in its own process (used by `run` itself).
     #[command(hide = true)]
     Cell(run::CellArgs),
@@ -40,6 +47,8 @@ fn main() {
     let result = match cli.command {
         Command::Commit(args) => commit::run(args),
         Command::Run(args) => run::run(args),
+        Command::Report(args) => report::report(args),
+        Command::Suite(args) => suite::suite(args),
         Command::Cell(args) => run::cell(args),
     };
     if let Err(e) = result {

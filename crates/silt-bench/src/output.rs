@@ -220,6 +220,17 @@ pub struct EngineResult {
     /// `queue`: the worst delete latency (µs) of the whole timed phase, else `null`.
     #[serde(default)]
     pub max_delete_us: Option<f64>,
+    /// The `run` workload a named seed workload (`workload`, e.g. `zipf_write`) is built on
+    /// (`fillrandom`); `null` when `workload` is one of `run`'s own.
+    #[serde(default)]
+    pub base_workload: Option<String>,
+    /// `mixed`: the share of operations that are gets, in percent; else `null`.
+    #[serde(default)]
+    pub read_percent: Option<u32>,
+    /// fsyncs the `--fsync-delay-us` shim delayed in the cell's process (peers; silt's
+    /// delays are in its own file layer), else `null`.
+    #[serde(default)]
+    pub delayed_fsyncs: Option<u64>,
 }
 
 impl EngineResult {
@@ -292,6 +303,9 @@ pub const CSV_COLUMNS: &[&str] = &[
     "deleted",
     "worst_delete_us_per_sec",
     "max_delete_us",
+    "base_workload",
+    "read_percent",
+    "delayed_fsyncs",
 ];
 
 fn csv_field(s: &str) -> String {
@@ -524,6 +538,9 @@ mod tests {
             deleted: None,
             worst_delete_us_per_sec: None,
             max_delete_us: None,
+            base_workload: None,
+            read_percent: None,
+            delayed_fsyncs: None,
         };
         let v = serde_json::to_value(&r).unwrap();
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
@@ -536,7 +553,7 @@ mod tests {
             row.starts_with("silt,fillseq,ok,\"a, \"\"quoted\"\" note\",1,"),
             "{row}"
         );
-        assert!(row.ends_with(",\"{\"\"a\"\":1}\",,,,"), "{row}");
+        assert!(row.ends_with(",\"{\"\"a\"\":1}\",,,,,,,"), "{row}");
         assert!(engine_table(&[r]).contains("fillseq"));
     }
 

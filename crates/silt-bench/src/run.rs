@@ -48,7 +48,18 @@
 //!   new key (`num`, `num+1`, …). A record is one value of `--value-bytes` (YCSB's is 10
 //!   fields × 100 B, and an update writes one field; here an update rewrites the value).
 //!
-//! Read workloads, `overwrite`, `delete`, `queue` and YCSB preload all `--num` keys (in
+//! * `mixed`: on `--num` preloaded keys, `--reads` (default `--num`) operations with keys
+//!   from `--pattern`, each a get (`--read-percent`, default 50) or else a put.
+//!
+//! The seed 000/003 workloads (TidesDB's benchtool against RocksDB) are named presets of
+//! these ([`PRESETS`]): `seq_write`, `random_write`, `random_read`, `random_mixed`,
+//! `zipf_write`, `zipf_mixed`, `random_delete`, `large_value` (256 B keys, 4 KiB values),
+//! `small_value` (64 B values), `random_seek`, `seq_seek`, `zipf_seek`, `range100`,
+//! `range1000`, `seq_range` (range scans from sequential start keys) and `iterate`;
+//! `--workloads seeds` names them all. Their JSON lines carry the preset's name as
+//! `workload` and the workload it is built on as `base_workload`.
+//!
+//! Read workloads, `overwrite`, `delete`, `queue`, `mixed` and YCSB preload all `--num` keys (in
 //! `--load-order`, batches of 1000) before the timed phase. `--batch` (a comma-separated
 //! list makes one cell per size: a batch-size sweep) applies to the fills and `delete`;
 //! every other workload writes one key at a time and reports `batch` 1.
@@ -73,14 +84,18 @@ use crate::sysstat;
 /// Flags of `silt-bench run`. Names are a contract: add, never rename.
 #[derive(Args, Debug, Clone, Serialize, Deserialize)]
 pub struct RunArgs {
-    /// Comma-separated engines: silt, sqlite, fjall, redb (each peer behind the cargo
-    /// feature of its name, all default), rocksdb, tidesdb (adapters to come). An engine not
-    /// compiled in is reported as unavailable. Their settings: docs/bench.md.
+    /// Comma-separated engines: silt, rocksdb, tidesdb, sqlite, fjall, redb (each peer
+    /// behind the cargo feature of its name; sqlite, fjall and redb are default features,
+    /// rocksdb and tidesdb need native builds). An engine not compiled in is reported as
+    /// unavailable. Their settings: docs/bench.md.
     #[arg(long, default_value = "silt")]
     pub engines: String,
     /// Comma-separated workloads: fillseq, fillrandom, overwrite, fillsync, readrandom,
-    /// readseq, seekrandom, scan (alias range), delete, queue, ycsba, ycsbb, ycsbc, ycsbd,
-    /// ycsbe, ycsbf.
+    /// readseq, seekrandom, scan (alias range), delete, queue, mixed, ycsba, ycsbb, ycsbc,
+    /// ycsbd, ycsbe, ycsbf; the seed 000/003 workloads seq_write, random_write, random_read,
+    /// random_mixed, zipf_write, zipf_mixed, random_delete, large_value, small_value,
+    /// random_seek, seq_seek, zipf_seek, range100, range1000, seq_range, iterate; `seeds`
+    /// for all of the seed workloads.
     #[arg(long, default_value = "fillseq,fillrandom,readrandom,seekrandom,scan")]
     pub workloads: String,
     /// Keys: puts of a fill, keys preloaded for reads and `overwrite`.
@@ -123,9 +138,9 @@ pub struct RunArgs {
     /// default a new temporary directory.
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Emulate a slower device: every fdatasync takes at least this many µs more. Applies
-    /// only to engines whose file layer can be wrapped (silt: all of its fdatasyncs, via
-    /// silt-wal's `DelayFs`); ignored by the others.
+    /// Emulate a slower device: every fsync/fdatasync of a file takes at least this many µs
+    /// more, for every engine alike: silt through silt-wal's `DelayFs`, the peers through
+    /// an LD_PRELOAD shim (`shim/fsync_delay.c`) with the same device model.
     #[arg(long, default_value_t = 0)]
     pub fsync_delay_us: u64,
     /// merged or serial (see `silt-bench commit --help`).
@@ -146,6 +161,26 @@ pub struct RunArgs {
     /// Keep each cell's database directory instead of removing it.
     #[arg(long)]
     pub keep: bool,
+    /// `mixed`: the share of operations that are gets (the rest are puts), in percent.
+    #[arg(long, default_value_t = 50)]
+    #[serde(default = "default_read_percent")]
+    pub read_percent: u32,
+}
+
+fn default_read_percent() -> u32 {
+    50
+}
+
+impl RunArgs {
+    /// Every flag at its default (what `silt-bench run` alone means).
+    pub fn defaults() -> RunArgs {
+        #[derive(clap::Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            a: RunArgs,
+        }
+        <Wrap as clap::Parser>::parse_from(["run"]).a
+    }
 }
 
 /// The hidden `cell` subcommand: one cell, run by the parent in a child process.
@@ -167,6 +202,15 @@ struct CellSpec {
     dir: PathBuf,
     repeat: usize,
     date: String,
+    /// The seed workload's name when `workload` is the base of one.
+    #[serde(default)]
+    label: Option<String>,
+    /// This cell's place in the run, for the progress bars: (1-based index, total).
+    #[serde(default)]
+    place: (usize, usize),
+    /// The fsync-delay shim to preload (peers with `--fsync-delay-us`), if any.
+    #[serde(default)]
+    shim: Option<PathBuf>,
 }
 
 // ------------------------------------------------------------------------------ workloads
@@ -183,6 +227,7 @@ pub enum Workload {
     Scan,
     Delete,
     Queue,
+    Mixed,
     YcsbA,
     YcsbB,
     YcsbC,
@@ -204,6 +249,7 @@ impl Workload {
             "scan" | "range" => Workload::Scan,
             "delete" => Workload::Delete,
             "queue" => Workload::Queue,
+            "mixed" => Workload::Mixed,
             "ycsba" => Workload::YcsbA,
             "ycsbb" => Workload::YcsbB,
             "ycsbc" => Workload::YcsbC,
@@ -213,8 +259,14 @@ impl Workload {
             other => {
                 return Err(format!(
                     "--workloads: unknown {other:?} (fillseq, fillrandom, overwrite, fillsync, \
-                     readrandom, readseq, seekrandom, scan, delete, queue, ycsba, ycsbb, \
-                     ycsbc, ycsbd, ycsbe, ycsbf)"
+                     readrandom, readseq, seekrandom, scan, delete, queue, mixed, ycsba, \
+                     ycsbb, ycsbc, ycsbd, ycsbe, ycsbf; the seed workloads {}; or `seeds` \
+                     for all of those)",
+                    PRESETS
+                        .iter()
+                        .map(|p| format!("{} ({})", p.name, p.about))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ))
             }
         })
@@ -232,6 +284,7 @@ impl Workload {
             Workload::Scan => "scan",
             Workload::Delete => "delete",
             Workload::Queue => "queue",
+            Workload::Mixed => "mixed",
             Workload::YcsbA => "ycsba",
             Workload::YcsbB => "ycsbb",
             Workload::YcsbC => "ycsbc",
@@ -260,7 +313,7 @@ impl Workload {
 
     /// Writes anything in the timed phase (then a final flush and settle follow it).
     fn mutates(self) -> bool {
-        self.writes() || (self.ycsb() && self != Workload::YcsbC)
+        self.writes() || self == Workload::Mixed || (self.ycsb() && self != Workload::YcsbC)
     }
 
     fn ycsb(self) -> bool {
@@ -312,6 +365,178 @@ impl Pattern {
             Pattern::Latest => "latest",
         }
     }
+}
+
+// ------------------------------------------------------------------------------ seed workloads
+
+/// A workload of seeds 000 and 003 (TidesDB's benchtool against RocksDB), by name: one of
+/// `run`'s own workloads with a key pattern, sizes or a range length of its own. The
+/// other flags (`--num`, `--threads`, `--batch`, `--sync`, …) apply as usual; its JSON
+/// lines carry the name as `workload` and the workload it is built on as `base_workload`.
+#[derive(Clone, Copy, Debug)]
+pub struct Preset {
+    pub name: &'static str,
+    pub base: Workload,
+    pub pattern: Option<&'static str>,
+    pub key_bytes: Option<usize>,
+    pub value_bytes: Option<usize>,
+    pub range_size: Option<usize>,
+    /// `mixed`'s share of gets (the seeds' mixes are 50/50 whatever `--read-percent` says).
+    pub read_percent: Option<u32>,
+    /// The seeds' name for it.
+    pub about: &'static str,
+}
+
+const fn preset(name: &'static str, base: Workload, about: &'static str) -> Preset {
+    Preset {
+        name,
+        base,
+        pattern: None,
+        key_bytes: None,
+        value_bytes: None,
+        range_size: None,
+        read_percent: None,
+        about,
+    }
+}
+
+const fn with_pattern(mut p: Preset, pattern: &'static str) -> Preset {
+    p.pattern = Some(pattern);
+    p
+}
+
+/// The seed 000/003 matrix (`--workloads seeds` names them all).
+pub const PRESETS: &[Preset] = &[
+    preset("seq_write", Workload::FillSeq, "sequential write"),
+    with_pattern(
+        preset("random_write", Workload::FillRandom, "random write"),
+        "random",
+    ),
+    with_pattern(
+        preset(
+            "random_read",
+            Workload::ReadRandom,
+            "random read (after load)",
+        ),
+        "random",
+    ),
+    Preset {
+        read_percent: Some(50),
+        ..with_pattern(
+            preset("random_mixed", Workload::Mixed, "mixed 50/50 read/write"),
+            "random",
+        )
+    },
+    with_pattern(
+        preset("zipf_write", Workload::FillRandom, "zipfian write"),
+        "zipfian",
+    ),
+    Preset {
+        read_percent: Some(50),
+        ..with_pattern(
+            preset("zipf_mixed", Workload::Mixed, "zipfian mixed 50/50"),
+            "zipfian",
+        )
+    },
+    with_pattern(
+        preset("random_delete", Workload::Delete, "delete"),
+        "random",
+    ),
+    Preset {
+        key_bytes: Some(256),
+        value_bytes: Some(4096),
+        ..with_pattern(
+            preset(
+                "large_value",
+                Workload::FillRandom,
+                "large values (256 B keys, 4 KiB values)",
+            ),
+            "random",
+        )
+    },
+    Preset {
+        value_bytes: Some(64),
+        ..with_pattern(
+            preset("small_value", Workload::FillRandom, "small values (64 B)"),
+            "random",
+        )
+    },
+    with_pattern(
+        preset("random_seek", Workload::SeekRandom, "random seek"),
+        "random",
+    ),
+    with_pattern(
+        preset("seq_seek", Workload::SeekRandom, "sequential seek"),
+        "sequential",
+    ),
+    with_pattern(
+        preset("zipf_seek", Workload::SeekRandom, "zipfian seek"),
+        "zipfian",
+    ),
+    Preset {
+        range_size: Some(100),
+        ..with_pattern(
+            preset("range100", Workload::Scan, "range scans of 100 keys"),
+            "random",
+        )
+    },
+    Preset {
+        range_size: Some(1000),
+        ..with_pattern(
+            preset("range1000", Workload::Scan, "range scans of 1000 keys"),
+            "random",
+        )
+    },
+    Preset {
+        range_size: Some(100),
+        ..with_pattern(
+            preset("seq_range", Workload::Scan, "sequential range (100 keys)"),
+            "sequential",
+        )
+    },
+    preset("iterate", Workload::ReadSeq, "full iteration"),
+];
+
+/// A `--workloads` entry: one of `run`'s workloads, or a seed workload with its settings.
+fn resolve(name: &str, a: &RunArgs) -> Result<(Workload, Option<&'static str>, RunArgs), String> {
+    if let Ok(w) = Workload::parse(name) {
+        return Ok((w, None, a.clone()));
+    }
+    let p = PRESETS
+        .iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| Workload::parse(name).unwrap_err())?;
+    let mut args = a.clone();
+    if let Some(x) = p.pattern {
+        args.pattern = x.into();
+    }
+    if let Some(x) = p.key_bytes {
+        args.key_bytes = x;
+    }
+    if let Some(x) = p.value_bytes {
+        args.value_bytes = x;
+    }
+    if let Some(x) = p.range_size {
+        args.range_size = x;
+    }
+    if let Some(x) = p.read_percent {
+        args.read_percent = x;
+    }
+    Ok((p.base, Some(p.name), args))
+}
+
+/// `--workloads` as a list, with `seeds` expanded to every seed workload.
+fn workload_names(a: &RunArgs) -> Vec<String> {
+    list(&a.workloads)
+        .into_iter()
+        .flat_map(|w| {
+            if w == "seeds" {
+                PRESETS.iter().map(|p| p.name.to_string()).collect()
+            } else {
+                vec![w]
+            }
+        })
+        .collect()
 }
 
 // ------------------------------------------------------------------------------ keys
@@ -588,8 +813,14 @@ fn validate(a: &RunArgs) -> Result<(), String> {
             _ => return Err(format!("--threads: {t:?} is not a positive count")),
         }
     }
-    for w in list(&a.workloads) {
-        Workload::parse(&w)?;
+    for w in workload_names(a) {
+        let (_, _, args) = resolve(&w, a)?;
+        if args.key_bytes < 8 && a.num > 1u64 << (8 * args.key_bytes) {
+            return Err(format!("{w}: --key-bytes too small for --num"));
+        }
+    }
+    if a.read_percent > 100 {
+        return Err("--read-percent must be in 0..=100".into());
     }
     if list(&a.engines).is_empty() || list(&a.workloads).is_empty() || list(&a.batch).is_empty() {
         return Err("--engines, --workloads and --batch must name at least one".into());
@@ -601,9 +832,10 @@ fn validate(a: &RunArgs) -> Result<(), String> {
 fn not_run(spec: &CellSpec, status: &str, error: String) -> EngineResult {
     let a = &spec.args;
     let w = Workload::parse(&spec.workload).ok();
+    let base = w.map_or(spec.workload.clone(), |w| w.name().to_string());
     EngineResult {
         engine: spec.engine.clone(),
-        workload: w.map_or(spec.workload.clone(), |w| w.name().to_string()),
+        workload: spec.label.clone().unwrap_or_else(|| base.clone()),
         status: status.into(),
         error: Some(error),
         threads: spec.threads,
@@ -655,6 +887,24 @@ fn not_run(spec: &CellSpec, status: &str, error: String) -> EngineResult {
         deleted: None,
         worst_delete_us_per_sec: None,
         max_delete_us: None,
+        base_workload: spec.label.is_some().then_some(base),
+        read_percent: (w == Some(Workload::Mixed)).then_some(a.read_percent),
+        delayed_fsyncs: None,
+    }
+}
+
+/// How many fsyncs the preloaded fsync-delay shim delayed in this process (`None` without
+/// the shim).
+fn shim_delayed_calls() -> Option<u64> {
+    // SAFETY: dlsym with a NUL-terminated name; the symbol, when the shim is preloaded, is
+    // `uint64_t silt_fsync_delay_calls(void)`.
+    unsafe {
+        let f = libc::dlsym(libc::RTLD_DEFAULT, c"silt_fsync_delay_calls".as_ptr());
+        if f.is_null() {
+            return None;
+        }
+        let f: extern "C" fn() -> u64 = std::mem::transmute(f);
+        Some(f())
     }
 }
 
@@ -669,8 +919,37 @@ fn pattern_of(w: Option<Workload>, a: &RunArgs) -> Option<Pattern> {
 
 pub fn run(a: RunArgs) -> Result<(), String> {
     validate(&a)?;
+    if a.format == "csv" {
+        println!("{}", csv_header());
+    }
+    let format = a.format.clone();
+    let results = run_matrix(&a, &mut |r| match format.as_str() {
+        "json" => println!("{}", engine_json_line(r)),
+        "csv" => println!("{}", csv_row(r)),
+        _ => {}
+    })?;
+    if a.format == "table" {
+        println!("{}", engine_table(&results));
+    }
+    let failed = results.iter().filter(|r| r.status == "failed").count();
+    if failed > 0 {
+        return Err(format!("{failed} cell(s) failed"));
+    }
+    Ok(())
+}
+
+/// The fsync-delay shim (`shim/fsync_delay.c`, built by `build.rs`).
+const FSYNC_DELAY_SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fsync_delay.so"));
+
+/// Runs every cell of `a` (each in a child process), calling `each` with each result as it
+/// arrives; returns them all. Failed cells are results (`status` "failed"), not errors.
+pub fn run_matrix(
+    a: &RunArgs,
+    each: &mut dyn FnMut(&EngineResult),
+) -> Result<Vec<EngineResult>, String> {
+    validate(a)?;
     let engines = list(&a.engines);
-    let workloads = list(&a.workloads);
+    let workloads = workload_names(a);
     let syncs = list(&a.sync);
     let threads: Vec<usize> = list(&a.threads)
         .iter()
@@ -696,13 +975,29 @@ pub fn run(a: RunArgs) -> Result<(), String> {
             p
         }
     };
+    // Peers get --fsync-delay-us through the LD_PRELOAD shim (silt through DelayFs).
+    let shim = if a.fsync_delay_us > 0 && engines.iter().any(|e| e != "silt") {
+        if FSYNC_DELAY_SHIM.is_empty() {
+            return Err(
+                "--fsync-delay-us for peer engines needs the LD_PRELOAD shim, which \
+                        is only built on Linux"
+                    .into(),
+            );
+        }
+        let path = base.join(format!("fsync_delay-{}.so", std::process::id()));
+        std::fs::write(&path, FSYNC_DELAY_SHIM)
+            .map_err(|e| format!("write {}: {e}", path.display()))?;
+        Some(path)
+    } else {
+        None
+    };
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let date = crate::commit::today();
     let mut cells = Vec::new();
     for repeat in 0..a.repeat.max(1) {
         for e in &engines {
             for w in &workloads {
-                let wl = Workload::parse(w).expect("validated");
+                let (wl, label, args) = resolve(w, a)?;
                 // queue is always one inserter and one deleter; only the fills and delete
                 // take --batch.
                 let ts = if wl == Workload::Queue {
@@ -719,15 +1014,18 @@ pub fn run(a: RunArgs) -> Result<(), String> {
                     for &t in &ts {
                         for &b in &bs {
                             cells.push(CellSpec {
-                                args: a.clone(),
+                                args: args.clone(),
                                 engine: e.clone(),
-                                workload: w.clone(),
+                                workload: wl.name().to_string(),
                                 sync: s.clone(),
                                 threads: t,
                                 batch: b,
                                 dir: PathBuf::new(),
                                 repeat,
                                 date: date.clone(),
+                                label: label.map(String::from),
+                                place: (0, 0),
+                                shim: (e != "silt").then(|| shim.clone()).flatten(),
                             });
                         }
                     }
@@ -735,14 +1033,11 @@ pub fn run(a: RunArgs) -> Result<(), String> {
             }
         }
     }
-    if a.format == "csv" {
-        println!("{}", csv_header());
-    }
     let mut results = Vec::new();
     let mut warned = std::collections::HashSet::new();
-    let mut failed = 0;
     let total = cells.len();
     for (i, mut spec) in cells.into_iter().enumerate() {
+        spec.place = (i + 1, total);
         let r = match engine::availability(&spec.engine) {
             Err(why) => {
                 if warned.insert(spec.engine.clone()) {
@@ -754,7 +1049,7 @@ pub fn run(a: RunArgs) -> Result<(), String> {
                 spec.dir = base.join(format!(
                     "{}-{}-{}-t{}-b{}-r{}-{}",
                     spec.engine,
-                    spec.workload,
+                    spec.label.as_deref().unwrap_or(&spec.workload),
                     spec.sync,
                     spec.threads,
                     spec.batch,
@@ -769,26 +1064,16 @@ pub fn run(a: RunArgs) -> Result<(), String> {
                 r
             }
         };
-        if r.status == "failed" {
-            failed += 1;
-        }
         if r.status != "unavailable" {
             eprintln!("[{}/{}] {}", i + 1, total, progress(&r));
         }
-        match a.format.as_str() {
-            "json" => println!("{}", engine_json_line(&r)),
-            "csv" => println!("{}", csv_row(&r)),
-            _ => {}
-        }
+        each(&r);
         results.push(r);
     }
-    if a.format == "table" {
-        println!("{}", engine_table(&results));
+    if let Some(p) = shim {
+        let _ = std::fs::remove_file(p);
     }
-    if failed > 0 {
-        return Err(format!("{failed} cell(s) failed"));
-    }
-    Ok(())
+    Ok(results)
 }
 
 fn progress(r: &EngineResult) -> String {
@@ -822,14 +1107,19 @@ fn progress(r: &EngineResult) -> String {
 
 fn run_child(exe: &Path, spec: &CellSpec) -> EngineResult {
     let json = serde_json::to_string(spec).expect("a spec serializes");
-    let out = Command::new(exe)
-        .arg("cell")
+    let mut cmd = Command::new(exe);
+    cmd.arg("cell")
         .arg("--spec")
         .arg(&json)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .output();
+        .stderr(Stdio::inherit());
+    if let Some(shim) = &spec.shim {
+        cmd.env("LD_PRELOAD", shim)
+            .env("SILT_FSYNC_DELAY_US", spec.args.fsync_delay_us.to_string())
+            .env("SILT_FSYNC_DELAY_MODEL", &spec.args.fsync_delay_model);
+    }
+    let out = cmd.output();
     let out = match out {
         Ok(o) => o,
         Err(e) => {
@@ -889,6 +1179,8 @@ struct Ctx<'a> {
     key_bytes: usize,
     batch: usize,
     range_size: usize,
+    /// `mixed`: percent of operations that are gets.
+    read_percent: u32,
     values: &'a Values,
     seed: u64,
     /// `delete` with `--pattern random`: the order keys are deleted in.
@@ -968,10 +1260,60 @@ fn record(hist: &mut Histogram<u64>, t0: &mut Instant) {
     let t1 = Instant::now();
     hist.saturating_record((t1.duration_since(*t0).as_nanos() as u64).max(1));
     *t0 = t1;
+    tick();
+}
+
+/// Operations recorded so far by this (cell) process's workers, for the progress bar;
+/// each worker adds its count every 1024 operations, so the bar costs no shared write per
+/// operation.
+static RECORDED: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    static PENDING: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn tick() {
+    PENDING.with(|p| {
+        let n = p.get() + 1;
+        if n >= 1024 {
+            RECORDED.fetch_add(n, Ordering::Relaxed);
+            p.set(0);
+        } else {
+            p.set(n);
+        }
+    });
+}
+
+fn flush_ticks() {
+    PENDING.with(|p| RECORDED.fetch_add(p.replace(0), Ordering::Relaxed));
+}
+
+/// A progress bar on stderr for one phase of a cell (hidden when stderr is not a
+/// terminal, so logs and tests see none).
+fn bar(spec: &CellSpec, phase: &str, len: u64) -> indicatif::ProgressBar {
+    let pb = indicatif::ProgressBar::with_draw_target(
+        Some(len),
+        indicatif::ProgressDrawTarget::stderr_with_hz(4),
+    );
+    pb.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{prefix} {wide_bar} {human_pos}/{human_len} {per_sec} eta {eta}",
+        )
+        .expect("a valid template"),
+    );
+    pb.set_prefix(format!(
+        "[{}/{}] {} {} {phase}",
+        spec.place.0,
+        spec.place.1,
+        spec.engine,
+        spec.label.as_deref().unwrap_or(&spec.workload)
+    ));
+    pb
 }
 
 fn worker(ctx: &Ctx<'_>, t: usize, quota: u64, barrier: &Barrier) -> Result<Part, String> {
     let r = worker_inner(ctx, t, quota, barrier);
+    flush_ticks();
     if r.is_err() {
         ctx.abort.store(true, Ordering::Release);
     }
@@ -1175,6 +1517,27 @@ fn worker_inner(ctx: &Ctx<'_>, t: usize, quota: u64, barrier: &Barrier) -> Resul
                 ops += 1;
             }
         }
+        Workload::Mixed => {
+            let mut rng = Rng::new(ctx.seed ^ 0x3d1c ^ (t as u64).wrapping_mul(0x9e37));
+            while ops < quota {
+                let i = keys.next();
+                make_key(i, &mut keybuf[..kb]);
+                let key = &keybuf[..kb];
+                let r = if rng.below(100) < u64::from(ctx.read_percent) {
+                    ctx.engine.get(key).map(|v| found += u64::from(v.is_some()))
+                } else {
+                    ctx.engine
+                        .write(&[(key, ctx.values.get(i, salt ^ ops))])
+                        .map(|()| wbytes += entry_bytes)
+                };
+                if let Err(e) = r {
+                    result = Err(e);
+                    break;
+                }
+                record(&mut hist, &mut t0);
+                ops += 1;
+            }
+        }
         Workload::ReadRandom => {
             while ops < quota {
                 make_key(keys.next(), &mut keybuf[..kb]);
@@ -1255,7 +1618,12 @@ fn worker_inner(ctx: &Ctx<'_>, t: usize, quota: u64, barrier: &Barrier) -> Resul
     })
 }
 
-fn load(engine: &dyn Engine, a: &RunArgs, values: &Values) -> Result<(), String> {
+fn load(
+    engine: &dyn Engine,
+    a: &RunArgs,
+    values: &Values,
+    pb: &indicatif::ProgressBar,
+) -> Result<(), String> {
     const LOAD_BATCH: usize = 1000;
     let kb = a.key_bytes;
     let salt = a.seed ^ 0x10ad;
@@ -1279,6 +1647,7 @@ fn load(engine: &dyn Engine, a: &RunArgs, values: &Values) -> Result<(), String>
             .map(|(j, &i)| (&keybuf[j * kb..(j + 1) * kb], values.get(i, salt)))
             .collect();
         engine.write(&kvs)?;
+        pb.inc(ids.len() as u64);
     }
     Ok(())
 }
@@ -1313,16 +1682,21 @@ fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
 
     if w.preloads() {
         let t = Instant::now();
-        load(&*engine, a, &values)?;
+        let pb = bar(spec, "load", a.num);
+        load(&*engine, a, &values, &pb)?;
+        pb.set_message("flush");
         engine.flush()?;
         engine.wait_idle(SETTLE_MAX);
+        pb.finish_and_clear();
         r.load_seconds = Some(t.elapsed().as_secs_f64());
     }
 
     let ops_total = match w {
         Workload::FillSync => (a.num / 100).max(1),
         Workload::FillSeq | Workload::FillRandom | Workload::Overwrite => a.num,
-        Workload::ReadRandom | Workload::SeekRandom | Workload::Scan => a.reads.unwrap_or(a.num),
+        Workload::ReadRandom | Workload::SeekRandom | Workload::Scan | Workload::Mixed => {
+            a.reads.unwrap_or(a.num)
+        }
         Workload::ReadSeq => a.num, // informational: readseq reads what is there
         Workload::Delete => a.num,
         Workload::Queue => 2 * a.num,
@@ -1340,6 +1714,7 @@ fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
         key_bytes: a.key_bytes,
         batch: if w.batched() { spec.batch } else { 1 },
         range_size: a.range_size,
+        read_percent: a.read_percent,
         values: &values,
         seed: a.seed,
         perm: (w == Workload::Delete && pattern == Pattern::Random)
@@ -1354,6 +1729,12 @@ fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
         split(ops_total, threads)
     };
     let barrier = Barrier::new(quotas.len() + 1);
+    // What the workers will `record`: one per write batch, else one per operation (the
+    // queue's deleter records none).
+    let expected_records: u64 = match w {
+        Workload::Queue => a.num,
+        _ => quotas.iter().map(|q| q.div_ceil(ctx.batch as u64)).sum(),
+    };
     let (io0, disk0, cpu0, parts, cpu1) = std::thread::scope(|s| {
         let handles: Vec<_> = quotas
             .iter()
@@ -1367,6 +1748,12 @@ fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
         let disk0 = sysstat::disk_written_bytes(&spec.dir);
         let cpu0 = sysstat::cpu();
         barrier.wait();
+        let pb = bar(spec, "run", expected_records);
+        while !handles.iter().all(|h| h.is_finished()) {
+            pb.set_position(RECORDED.load(Ordering::Relaxed));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        pb.finish_and_clear();
         let parts: Vec<Result<Part, String>> = handles
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err("a worker panicked".into())))
@@ -1448,6 +1835,7 @@ fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
     if let (Some(d0), Some(d1), true) = (disk0, disk1, synced) {
         r.disk_write_bytes = Some(d1.saturating_sub(d0));
     }
+    r.delayed_fsyncs = shim_delayed_calls();
     if matches!(w, Workload::Queue | Workload::YcsbD | Workload::YcsbE) {
         r.inserted = Some(inserts);
     }

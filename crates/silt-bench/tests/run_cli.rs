@@ -132,9 +132,16 @@ fn check_engine(v: &Value, engine: &str, n: u64) {
 
 #[test]
 fn every_workload_runs_and_reports() {
+    // A peer not compiled into this build, or (with every feature on) an unknown engine:
+    // either is reported as unavailable, and the run still succeeds.
+    let compiled = compiled_engines();
+    let absent = ["rocksdb", "tidesdb", "sqlite", "fjall", "redb"]
+        .into_iter()
+        .find(|e| !compiled.contains(e));
+    let other = absent.unwrap_or("nosuch");
     let (ok, lines, stderr) = run(&[
         "--engines",
-        "silt,rocksdb",
+        &format!("silt,{other}"),
         "--workloads",
         &WORKLOADS.join(","),
         "--num",
@@ -156,9 +163,14 @@ fn every_workload_runs_and_reports() {
         .collect();
     assert_eq!(got, WORKLOADS);
     for v in &lines[WORKLOADS.len()..] {
-        assert_eq!(v["engine"], "rocksdb");
+        assert_eq!(v["engine"], other);
         assert_eq!(v["status"], "unavailable");
-        assert!(v["error"].as_str().unwrap().contains("not compiled"));
+        let why = if absent.is_some() {
+            "not compiled"
+        } else {
+            "unknown"
+        };
+        assert!(v["error"].as_str().unwrap().contains(why), "{v}");
         for f in FIELDS {
             assert!(v.get(*f).is_some(), "field {f} missing from {v}");
         }
@@ -206,6 +218,8 @@ fn bad_flags_are_errors() {
         &["--pattern", "spiral"],
         &["--batch", "1,0"],
         &["--batch", "ten"],
+        &["--read-percent", "101"],
+        &["--workloads", "seeds,nosuch"],
     ] {
         let (ok, lines, stderr) = run(args);
         assert!(!ok && lines.is_empty(), "{args:?}: {stderr}");
@@ -223,6 +237,12 @@ fn compiled_engines() -> Vec<&'static str> {
     }
     if cfg!(feature = "redb") {
         e.push("redb");
+    }
+    if cfg!(feature = "rocksdb") {
+        e.push("rocksdb");
+    }
+    if cfg!(feature = "tidesdb") {
+        e.push("tidesdb");
     }
     e
 }
@@ -429,6 +449,186 @@ fn fjall_runs_delete_queue_and_ycsb() {
 #[test]
 fn redb_runs_delete_queue_and_ycsb() {
     new_workloads_on("redb");
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn rocksdb_runs_delete_queue_and_ycsb() {
+    new_workloads_on("rocksdb");
+}
+
+#[cfg(feature = "tidesdb")]
+#[test]
+fn tidesdb_runs_delete_queue_and_ycsb() {
+    new_workloads_on("tidesdb");
+}
+
+/// A seed workload: name, base workload, pattern, key bytes, value bytes, range size
+/// (`None`: not a scan).
+type Seed = (&'static str, &'static str, &'static str, u64, u64, Option<u64>);
+
+/// The seed 000/003 workloads, in `--workloads seeds` order.
+const SEEDS: &[Seed] = &[
+    ("seq_write", "fillseq", "sequential", 16, 100, None),
+    ("random_write", "fillrandom", "random", 16, 100, None),
+    ("random_read", "readrandom", "random", 16, 100, None),
+    ("random_mixed", "mixed", "random", 16, 100, None),
+    ("zipf_write", "fillrandom", "zipfian", 16, 100, None),
+    ("zipf_mixed", "mixed", "zipfian", 16, 100, None),
+    ("random_delete", "delete", "random", 16, 100, None),
+    ("large_value", "fillrandom", "random", 256, 4096, None),
+    ("small_value", "fillrandom", "random", 16, 64, None),
+    ("random_seek", "seekrandom", "random", 16, 100, None),
+    ("seq_seek", "seekrandom", "sequential", 16, 100, None),
+    ("zipf_seek", "seekrandom", "zipfian", 16, 100, None),
+    ("range100", "scan", "random", 16, 100, Some(100)),
+    ("range1000", "scan", "random", 16, 100, Some(1000)),
+    ("seq_range", "scan", "sequential", 16, 100, Some(100)),
+    ("iterate", "readseq", "sequential", 16, 100, None),
+];
+
+/// Every seed workload (`--workloads seeds`) and `mixed` with its `--read-percent` on
+/// `engine`: each line names the seed workload and the one it is built on, carries the
+/// preset's sizes and pattern, did its operations, and its reads found what they should.
+fn seed_workloads_on(engine: &str) {
+    const N: u64 = 300;
+    let (ok, lines, stderr) = run(&[
+        "--engines",
+        engine,
+        "--workloads",
+        "seeds,mixed",
+        "--read-percent",
+        "100",
+        "--num",
+        &N.to_string(),
+        "--threads",
+        "2",
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(lines.len(), SEEDS.len() + 1, "{stderr}");
+    for (v, &(name, base, pattern, kb, vb, range)) in lines.iter().zip(SEEDS) {
+        assert_eq!(v["status"], "ok", "{v}");
+        assert_eq!(v["engine"], engine, "{v}");
+        assert_eq!(v["workload"], name, "{v}");
+        assert_eq!(v["base_workload"], base, "{v}");
+        assert_eq!(v["pattern"], pattern, "{v}");
+        assert_eq!(v["key_bytes"], kb, "{v}");
+        assert_eq!(v["value_bytes"], vb, "{v}");
+        assert_eq!(v["range_size"].as_u64(), range, "{v}");
+        assert_eq!(v["ops"], N, "{v}");
+        match base {
+            "fillseq" | "fillrandom" => {
+                assert_eq!(v["logical_write_bytes"], N * (kb + vb), "{v}");
+                assert!(v["found"].is_null(), "{v}");
+            }
+            "readrandom" | "seekrandom" | "readseq" => assert_eq!(v["found"], N, "{v}"),
+            "delete" => assert_eq!(v["deleted"], N, "{v}"),
+            "scan" => {
+                let found = v["found"].as_u64().unwrap();
+                assert!(found >= N && found <= N * range.unwrap(), "{v}");
+            }
+            "mixed" => {
+                assert_eq!(v["read_percent"], 50, "{v}");
+                let found = v["found"].as_u64().unwrap();
+                let written = v["logical_write_bytes"].as_u64().unwrap() / (kb + vb);
+                // Every get finds its key (all were preloaded); gets + puts = ops.
+                assert_eq!(found + written, N, "{v}");
+                assert!(found > 0 && written > 0, "{v}");
+            }
+            other => panic!("{other}"),
+        }
+    }
+    // `mixed` itself, all gets: no writes, every key found.
+    let v = lines.last().unwrap();
+    assert_eq!(v["workload"], "mixed", "{v}");
+    assert!(v["base_workload"].is_null(), "{v}");
+    assert_eq!(v["read_percent"], 100, "{v}");
+    assert_eq!(v["found"], N, "{v}");
+    assert_eq!(v["logical_write_bytes"], 0, "{v}");
+}
+
+#[test]
+fn silt_runs_the_seed_workloads() {
+    seed_workloads_on("silt");
+}
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn sqlite_runs_the_seed_workloads() {
+    seed_workloads_on("sqlite");
+}
+
+#[cfg(feature = "fjall")]
+#[test]
+fn fjall_runs_the_seed_workloads() {
+    seed_workloads_on("fjall");
+}
+
+#[cfg(feature = "redb")]
+#[test]
+fn redb_runs_the_seed_workloads() {
+    seed_workloads_on("redb");
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn rocksdb_runs_the_seed_workloads() {
+    seed_workloads_on("rocksdb");
+}
+
+#[cfg(feature = "tidesdb")]
+#[test]
+fn tidesdb_runs_the_seed_workloads() {
+    seed_workloads_on("tidesdb");
+}
+
+/// `--fsync-delay-us` reaches every peer through the LD_PRELOAD shim: each peer's durable
+/// writes are delayed (`delayed_fsyncs` counts them), silt's go through its own file layer
+/// (`null` there), and without the flag no shim is loaded.
+#[test]
+fn fsync_delay_reaches_every_engine() {
+    let engines = compiled_engines();
+    let (ok, lines, stderr) = run(&[
+        "--engines",
+        &engines.join(","),
+        "--workloads",
+        "fillrandom",
+        "--sync",
+        "full,none",
+        "--num",
+        "40",
+        "--fsync-delay-us",
+        "100",
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(lines.len(), engines.len() * 2, "{stderr}");
+    for v in &lines {
+        assert_eq!(v["status"], "ok", "{v}");
+        assert_eq!(v["fsync_delay_us"], 100, "{v}");
+        if v["engine"] == "silt" {
+            assert!(v["delayed_fsyncs"].is_null(), "{v}");
+        } else if v["sync"] == "full" {
+            // Durable writes went through the shim (how many fsyncs an engine issues per
+            // commit is its own business).
+            let n = v["delayed_fsyncs"].as_u64().unwrap_or(0);
+            assert!(n > 0, "{v}");
+        } else {
+            assert!(v["delayed_fsyncs"].is_u64(), "{v}");
+        }
+    }
+    let (ok, lines, stderr) = run(&[
+        "--engines",
+        &engines.join(","),
+        "--workloads",
+        "fillrandom",
+        "--num",
+        "40",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(
+        lines.iter().all(|v| v["delayed_fsyncs"].is_null()),
+        "{lines:?}"
+    );
 }
 
 /// `--batch` takes a list (a batch-size sweep): one cell per size for the fills and

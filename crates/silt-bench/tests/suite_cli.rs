@@ -1,0 +1,90 @@
+//! `suite seeds` and `report` end to end, at a tiny size: the suite runs the whole seed
+//! matrix on the compiled-in default peers beside silt, writes one JSON line per cell, and
+//! its report has the ratios and the charts; `report DIR` remakes it from the lines. No
+//! speed is asserted.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bench() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_silt-bench"))
+}
+
+#[test]
+fn the_seed_suite_runs_and_reports() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let db_dir = tempfile::tempdir().unwrap();
+    let engines = if cfg!(feature = "sqlite") {
+        "silt,sqlite"
+    } else {
+        "silt"
+    };
+    let out = bench()
+        .args(["suite", "seeds", "--num", "1000", "--engines", engines])
+        .arg("--out")
+        .arg(out_dir.path())
+        .arg("--dir")
+        .arg(db_dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let results = std::fs::read_to_string(out_dir.path().join("results.jsonl")).unwrap();
+    let lines: Vec<Value> = results
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Per engine: 4 writes, large values, 6 reads, 2 + 1 range scans, iteration, delete,
+    // and the durable sweep of writes and deletes over 4 batch sizes.
+    let n_engines = engines.split(',').count();
+    assert_eq!(
+        lines.len(),
+        n_engines * (4 + 1 + 6 + 3 + 1 + 1 + 8),
+        "{results}"
+    );
+    assert!(lines.iter().all(|v| v["status"] == "ok"), "{results}");
+    let durable: Vec<&Value> = lines.iter().filter(|v| v["sync"] == "full").collect();
+    assert_eq!(durable.len(), n_engines * 8);
+    for b in [1, 10, 100, 1000] {
+        assert!(durable
+            .iter()
+            .any(|v| v["batch"] == b && v["workload"] == "random_write"));
+        assert!(durable
+            .iter()
+            .any(|v| v["batch"] == b && v["workload"] == "random_delete"));
+    }
+    let report = std::fs::read_to_string(out_dir.path().join("report.md")).unwrap();
+    assert!(report.contains("large_value"), "{report}");
+    if n_engines > 1 {
+        assert!(report.contains("silt/sqlite"), "{report}");
+    }
+    for chart in ["throughput", "latency", "amplification", "batch_scaling"] {
+        let p = out_dir.path().join("charts").join(format!("{chart}.svg"));
+        let svg = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p:?}: {e}"));
+        assert!(svg.contains("<svg"), "{chart}");
+        assert!(svg.contains("silt"), "{chart}");
+    }
+    // Every database directory was removed after its cell.
+    assert_eq!(std::fs::read_dir(db_dir.path()).unwrap().count(), 0);
+
+    // `report DIR` remakes the report from the results alone.
+    std::fs::remove_file(out_dir.path().join("report.md")).unwrap();
+    let out = bench().arg("report").arg(out_dir.path()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again = std::fs::read_to_string(out_dir.path().join("report.md")).unwrap();
+    assert!(again.contains("large_value"));
+}
+
+#[test]
+fn unknown_suite_and_tiny_sizes_are_errors() {
+    for args in [&["suite", "nosuch"][..], &["suite", "seeds", "--num", "10"]] {
+        let out = bench().args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("silt-bench:"));
+    }
+}
