@@ -465,7 +465,14 @@ fn tidesdb_runs_delete_queue_and_ycsb() {
 
 /// A seed workload: name, base workload, pattern, key bytes, value bytes, range size
 /// (`None`: not a scan).
-type Seed = (&'static str, &'static str, &'static str, u64, u64, Option<u64>);
+type Seed = (
+    &'static str,
+    &'static str,
+    &'static str,
+    u64,
+    u64,
+    Option<u64>,
+);
 
 /// The seed 000/003 workloads, in `--workloads seeds` order.
 const SEEDS: &[Seed] = &[
