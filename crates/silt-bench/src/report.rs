@@ -41,11 +41,15 @@ pub struct ReportArgs {
 pub fn report(a: ReportArgs) -> Result<(), String> {
     let results = read_results(&a.dir)?;
     let charts = a.charts.unwrap_or_else(|| a.dir.join("charts"));
-    let note = format!(
+    let mut note = format!(
         "`silt-bench report {}`: {} result lines.",
         a.dir.display(),
         results.len()
     );
+    // `suite` leaves the command that made the results beside them.
+    if let Ok(command) = std::fs::read_to_string(a.dir.join("command.txt")) {
+        note = format!("{}\n\n{note}", command.trim_end());
+    }
     let path = write_report(&a.dir, &results, &charts, &a.baseline, &note)?;
     println!("{}", path.display());
     Ok(())

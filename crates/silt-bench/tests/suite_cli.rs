@@ -78,6 +78,11 @@ fn the_seed_suite_runs_and_reports() {
     );
     let again = std::fs::read_to_string(out_dir.path().join("report.md")).unwrap();
     assert!(again.contains("large_value"));
+    // It keeps the command the suite recorded.
+    assert!(
+        again.contains("silt-bench suite seeds --num 1000"),
+        "{again}"
+    );
 }
 
 #[test]
