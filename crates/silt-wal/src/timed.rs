@@ -55,29 +55,38 @@ pub(crate) fn append(
 ) -> Result<Lsn> {
     let (group, index, leader) = {
         let mut open = inner.timed.open.lock();
-        let existing = open.as_ref().filter(|g| !g.state.lock().closed).cloned();
-        let (group, leader) = match existing {
-            Some(g) => (g, false),
+        // Join the open group only if it is still open, checked and joined under one hold
+        // of its state lock: its leader may time out and take the entries at any moment,
+        // and an entry pushed after that would never be written (yet acknowledged, with
+        // another member's LSN).
+        let mut joined = None;
+        if let Some(g) = open.as_ref() {
+            let mut st = g.state.lock();
+            if !st.closed {
+                st.entries.push(payload.to_vec());
+                st.want_sync |= want_sync;
+                joined = Some((g.clone(), st.entries.len() - 1));
+            }
+        }
+        let (group, index, leader) = match joined {
+            Some((g, index)) => (g, index, false),
             None => {
                 let g = Arc::new(Group {
                     state: Mutex::new(GroupState {
                         opened: Instant::now(),
-                        entries: Vec::new(),
-                        want_sync: false,
+                        entries: vec![payload.to_vec()],
+                        want_sync,
                         closed: false,
                         result: None,
                     }),
                     cv: Condvar::new(),
                 });
                 *open = Some(g.clone());
-                (g, true)
+                (g, 0, true)
             }
         };
         let mut st = group.state.lock();
-        st.entries.push(payload.to_vec());
-        st.want_sync |= want_sync;
-        let index = st.entries.len() - 1;
-        if st.entries.len() >= max_entries {
+        if !st.closed && st.entries.len() >= max_entries {
             st.closed = true;
             *open = None;
             group.cv.notify_all();
