@@ -26,6 +26,7 @@
 mod error;
 mod format;
 pub mod fs;
+pub mod kill_point;
 mod options;
 mod recovery;
 mod segment;

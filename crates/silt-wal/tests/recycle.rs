@@ -78,6 +78,9 @@ impl FileSystem for Wrap {
         self.alive()?;
         self.os.sync_dir(d)
     }
+    fn lock(&self, p: &Path) -> io::Result<Box<dyn silt_wal::fs::FileLock>> {
+        self.os.lock(p)
+    }
 }
 
 fn append_to(wal: &Wal, lsn: u64) -> silt_wal::Result<()> {

@@ -137,6 +137,9 @@ impl FileSystem for DelayFs {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.inner.sync_dir(dir)
     }
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn super::FileLock>> {
+        self.inner.lock(path)
+    }
 }
 
 #[derive(Debug)]

@@ -39,7 +39,15 @@ pub trait FileSystem: Send + Sync + std::fmt::Debug + 'static {
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// Makes the directory's entries (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Takes an exclusive lock on the file `path` (created if missing) for as long as the
+    /// returned guard lives. Fails with [`io::ErrorKind::WouldBlock`] at once, without
+    /// waiting, while anyone else holds it: another process, or another guard of this
+    /// process. A crash releases it.
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;
 }
+
+/// A held [`FileSystem::lock`]; dropping it releases the lock.
+pub trait FileLock: Send + Sync + std::fmt::Debug {}
 
 /// An open log file.
 ///

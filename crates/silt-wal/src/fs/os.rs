@@ -18,7 +18,7 @@ use std::sync::Arc;
 use memmap2::MmapRaw;
 use parking_lot::RwLock;
 
-use super::{FileSystem, LogFile};
+use super::{FileLock, FileSystem, LogFile};
 
 /// The operating system's file system.
 #[derive(Debug, Default)]
@@ -74,7 +74,39 @@ impl FileSystem for OsFs {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         File::open(dir)?.sync_all()
     }
+
+    /// `flock(LOCK_EX | LOCK_NB)`, as LevelDB and RocksDB lock their `LOCK` file. The lock
+    /// belongs to this open file description, so a second `lock` of the same path in this
+    /// process fails too. The holder writes its process id into the file, for the error
+    /// message of whoever is refused.
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(path)?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
+            |e| {
+                if e == rustix::io::Errno::WOULDBLOCK {
+                    io::Error::new(io::ErrorKind::WouldBlock, "the lock is held")
+                } else {
+                    io::Error::from(e)
+                }
+            },
+        )?;
+        file.set_len(0)?;
+        file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0)?;
+        Ok(Box::new(OsLock(file)))
+    }
 }
+
+/// A held `flock`: closing the file releases it.
+#[derive(Debug)]
+struct OsLock(#[allow(dead_code)] File);
+
+impl FileLock for OsLock {}
 
 /// An open file and, once [`LogFile::write_mapped`] was used, a shared mapping of it.
 struct OsFile {

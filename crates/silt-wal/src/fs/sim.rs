@@ -51,7 +51,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{FileSystem, LogFile};
+use super::{FileLock, FileSystem, LogFile};
 
 /// The unit in which [`CrashMode::Sectors`] persists writes and [`CrashMode::Tear`] fills
 /// garbage.
@@ -215,6 +215,9 @@ struct State {
     faults: [Option<Fault>; 4],
     /// Calls per `FailOp` kind (`Any` counts every countable call).
     counts: [u64; 4],
+    /// Paths locked by a live [`FileSystem::lock`] guard. A crash image starts with none:
+    /// a power loss ends every process.
+    locks: BTreeSet<PathBuf>,
 }
 
 impl State {
@@ -500,7 +503,49 @@ impl SimFs {
     }
 }
 
+/// The guard of a [`SimFs`] lock: releases the path when dropped.
+struct SimLock {
+    state: Arc<Mutex<State>>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for SimLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimLock").field("path", &self.path).finish()
+    }
+}
+
+impl FileLock for SimLock {}
+
+impl Drop for SimLock {
+    fn drop(&mut self) {
+        self.state.lock().locks.remove(&self.path);
+    }
+}
+
 impl FileSystem for SimFs {
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+        let mut st = self.state.lock();
+        st.call(FailOp::Any)?;
+        let path = norm(path);
+        st.parent_dir(&path)?;
+        if st.locks.contains(&path) {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "SimFs: the lock is held by another handle",
+            ));
+        }
+        if !st.live.contains_key(&path) {
+            let ino = st.new_inode(Inode::default());
+            st.live.insert(path.clone(), ino);
+        }
+        st.locks.insert(path.clone());
+        Ok(Box::new(SimLock {
+            state: self.state.clone(),
+            path,
+        }))
+    }
+
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         let mut st = self.state.lock();
         st.call(FailOp::Any)?;
