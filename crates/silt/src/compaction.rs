@@ -275,6 +275,7 @@ fn run(db: &DbInner, job: &Job) -> Result<()> {
         }
     }
     edits.push(Edit::NextTableId(db.next_table_id.load(SeqCst)));
+    crate::kill_point::hit("compaction: outputs written, before the manifest edit");
     let mut st = db.state.lock();
     if !st.manifest.state().cfs.contains_key(&job.cf) {
         // Dropped meanwhile: the outputs are orphans.
@@ -402,13 +403,14 @@ fn merge(
             {
                 if let Some(b) = builder.take() {
                     outputs.push(b.finish()?);
+                    crate::kill_point::hit("compaction: an output table written, more to come");
                 }
             }
             for i in keep_versions(&group, snapshots, bottommost) {
                 let b = match &mut builder {
                     Some(b) => b,
                     None => {
-                        let id = db.alloc_table_id();
+                        let id = db.alloc_table_id()?;
                         let path = db.tables_dir.join(table_file_name(id));
                         let file = db
                             .fs
@@ -449,7 +451,7 @@ pub(crate) fn compact_range(db: &Arc<DbInner>, cf: u32, bounds: &Bounds) -> Resu
             let mut busy = db.busy.lock();
             let sv = db.super_version();
             let Some(cfv) = sv.version.cfs.get(&cf) else {
-                return Err(crate::Error::ColumnFamilyNotFound(format!("id {cf}")));
+                return Err(db.cf_not_found(cf));
             };
             let inputs: Vec<Arc<TableHandle>> = cfv.levels[level]
                 .iter()

@@ -27,7 +27,7 @@
 //! * **W4** After any failed fdatasync (log, table, manifest) or failed background job the
 //!   database is poisoned: no more writes, ever, until reopened.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
@@ -36,7 +36,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
-use silt_wal::fs::{FileSystem, OsFs};
+use silt_wal::fs::{FileLock, FileSystem, OsFs};
 use silt_wal::{AppendOptions, Wal};
 
 use crate::batch::{self, WriteBatch};
@@ -46,6 +46,7 @@ use crate::iter::InternalIterator;
 use crate::key::{self, Kind, Seqno, MAX_SEQNO};
 use crate::manifest::{Edit, Manifest, LEVELS};
 use crate::memtable::Memtable;
+use crate::open::{self, RecoveryReport};
 use crate::options::{DbBuilder, WriteOptions, STALL_WAIT};
 use crate::read::{Bounds, Iter};
 use crate::sstable::{TableBuilder, TableOptions};
@@ -54,6 +55,9 @@ use crate::version::{TableCache, Version, VersionBuilder};
 
 /// The name of the column family every database has.
 pub const DEFAULT_CF: &str = "default";
+
+/// How many table ids [`DbInner::alloc_table_id`] reserves in one manifest record.
+const TABLE_ID_RESERVE: u64 = 64;
 
 /// An open database. Cheap to clone; share it between threads.
 ///
@@ -145,6 +149,16 @@ pub(crate) struct DbInner {
     pub(crate) tables: Arc<TableCache>,
     pub(crate) table_opts: TableOptions,
     pub(crate) next_table_id: AtomicU64,
+    /// Table ids below this are durably reserved in the manifest (invariant O1 of
+    /// `open.rs`): a fast path for [`DbInner::alloc_table_id`].
+    table_ids_reserved: AtomicU64,
+    /// What open found and did.
+    report: Mutex<RecoveryReport>,
+    /// The name of every column family this handle has known, dropped ones included: for
+    /// error messages about a handle whose family is gone.
+    cf_names: Mutex<HashMap<u32, Arc<str>>>,
+    /// The directory lock, held until shutdown.
+    dir_lock: Mutex<Option<Box<dyn FileLock>>>,
     rotating: Mutex<()>,
     /// Signals background threads (new immutable memtable, new tables, shutdown) and
     /// stalled writers (a flush or compaction finished).
@@ -176,15 +190,17 @@ impl Db {
         Db::builder(path).open()
     }
 
+    /// Opens the database: see `docs/design.md`, "What open does with the directory", for
+    /// the order of the steps and why nothing is changed on disk before every check passed.
     pub(crate) fn open_with(opts: DbBuilder) -> Result<Db> {
         let fs: Arc<dyn FileSystem> = opts.fs.clone().unwrap_or_else(|| OsFs::new());
         let dir = opts.path.clone();
         let tables_dir = dir.join("tables");
         let wal_dir = dir.join("wal");
-        fs.create_dir_all(&dir)
-            .map_err(|e| Error::io("create directory", Some(dir.clone()), e))?;
-        let manifest = if Manifest::exists(&*fs, &dir)? {
-            Manifest::open(fs.clone(), &dir)?
+        open::make_dir(&*fs, &dir)?;
+        let lock = open::lock(&*fs, &dir)?;
+        let recovered = if Manifest::exists(&*fs, &dir)? {
+            Some(Manifest::recover(fs.clone(), &dir)?)
         } else if let Some(f) = database_files(&*fs, &tables_dir, &wal_dir) {
             // `create` installs `CURRENT` before any table or log segment exists, so these
             // belong to a database whose `CURRENT` was lost: creating a new one would delete
@@ -199,21 +215,40 @@ impl Db {
                 ),
             ));
         } else if opts.create_if_missing {
-            fs.create_dir_all(&tables_dir)
-                .map_err(|e| Error::io("create directory", Some(tables_dir.clone()), e))?;
-            fs.create_dir_all(&wal_dir)
-                .map_err(|e| Error::io("create directory", Some(wal_dir.clone()), e))?;
-            Manifest::create(fs.clone(), &dir)?
+            None
         } else {
             return Err(Error::invalid(format!(
                 "no database at {}; use create_if_missing(true) to create one",
                 dir.display()
             )));
         };
-        fs.create_dir_all(&tables_dir)
-            .map_err(|e| Error::io("create directory", Some(tables_dir.clone()), e))?;
-        remove_orphans(&*fs, &tables_dir, &manifest)?;
 
+        // Checks, before anything on disk changes: every table the recovered version names
+        // is whole, and no table file is newer than the manifest (invariant O1 of open.rs).
+        let mut tables_checked = 0;
+        let mut garbage = Vec::new();
+        if let Some(r) = &recovered {
+            tables_checked =
+                open::check_tables(&*fs, &tables_dir, r.state(), opts.paranoid_checks)?;
+            let u = open::unreferenced_tables(&*fs, &tables_dir, r.state())?;
+            if !u.newer.is_empty() {
+                return Err(open::newer_tables_error(r.path(), r.state(), &u.newer));
+            }
+            garbage = u.garbage;
+        }
+        let log_start = recovered.as_ref().map_or(0, |r| r.state().log_start);
+        // A new database gets its manifest before any log segment exists, so that a crash
+        // never leaves segments without `CURRENT` (which open refuses, above).
+        let created = match recovered {
+            Some(_) => None,
+            None => {
+                for d in [&tables_dir, &wal_dir] {
+                    fs.create_dir_all(d)
+                        .map_err(|e| Error::io("create directory", Some(d.clone()), e))?;
+                }
+                Some(Manifest::create(fs.clone(), &dir)?)
+            }
+        };
         let wal = Wal::open(
             &wal_dir,
             silt_wal::Options::default()
@@ -222,8 +257,6 @@ impl Db {
                 .segment_bytes(opts.wal_segment_bytes)
                 .fs(fs.clone()),
         )?;
-
-        let log_start = manifest.state().log_start;
         let first = wal.recovery().first_lsn;
         if first / wal.segment_bytes() > log_start / wal.segment_bytes() {
             // Flushes never purge the segment holding `log_start` (W3): records from
@@ -237,7 +270,7 @@ impl Db {
                 ),
             ));
         }
-        if wal.reserved_lsn() < manifest.state().log_start {
+        if wal.reserved_lsn() < log_start {
             // The manifest says the log was durable up to `log_start` (invariant W3); a log
             // ending before it lost durable records, and new writes would reuse seqnos
             // below data already in tables.
@@ -245,12 +278,53 @@ impl Db {
                 wal_dir.clone(),
                 wal.reserved_lsn(),
                 format!(
-                    "the log ends at LSN {} but the manifest has tables up to LSN {}",
+                    "the log ends at LSN {} but the manifest has tables up to LSN {log_start}",
                     wal.reserved_lsn(),
-                    manifest.state().log_start
                 ),
             ));
         }
+
+        // Every check passed: make the recovered state the live manifest (a new, durable
+        // file), and only then dispose of what it makes garbage (invariant O3).
+        let manifest_path = recovered.as_ref().map(|r| r.path().to_path_buf());
+        let manifest_torn_tail = recovered
+            .as_ref()
+            .and_then(|r| r.torn_tail())
+            .map(|(at, n, why)| (at, n, why.to_string()));
+        let (manifest, mut disposal) = match (recovered, created) {
+            (Some(r), _) => r.commit()?,
+            (None, Some(m)) => (m, Default::default()),
+            (None, None) => unreachable!("a database is either recovered or created"),
+        };
+        fs.create_dir_all(&tables_dir)
+            .map_err(|e| Error::io("create directory", Some(tables_dir.clone()), e))?;
+        crate::kill_point::hit("open: new manifest durable, before removing garbage tables");
+        for f in garbage {
+            // After a torn manifest tail, the torn record may have named these tables (a
+            // crash mid-append, or a cut that looks like one): their data is also in named
+            // tables or in the log replayed below (see open.rs), but keep them as evidence.
+            if manifest_torn_tail.is_some() {
+                let to = crate::lost::set_aside(&*fs, &dir, &f)?;
+                disposal.set_aside.push((f, to));
+                continue;
+            }
+            match fs.remove(&f) {
+                Ok(()) => disposal.removed.push(f),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove garbage table", Some(f), e)),
+            }
+        }
+        let report = RecoveryReport {
+            created: manifest_path.is_none(),
+            manifest: manifest_path,
+            manifest_torn_tail,
+            tables_checked,
+            wal: wal.recovery().clone(),
+            records_replayed: 0,
+            removed: disposal.removed,
+            set_aside: disposal.set_aside,
+        };
+
         let blocks = Arc::new(BlockCache::new(opts.block_cache_bytes));
         let tables = Arc::new(TableCache::new(
             fs.clone(),
@@ -268,6 +342,12 @@ impl Db {
             compression: opts.compression,
             ..TableOptions::default()
         };
+        let cf_names = manifest
+            .state()
+            .cfs
+            .values()
+            .map(|c| (c.id, Arc::from(c.name.as_str())))
+            .collect();
         let first = Arc::new(Memtable::new(log_start));
         let inner = Arc::new(DbInner {
             fs,
@@ -285,6 +365,10 @@ impl Db {
             tables,
             table_opts,
             next_table_id: AtomicU64::new(next_table_id),
+            table_ids_reserved: AtomicU64::new(next_table_id),
+            report: Mutex::new(report.clone()),
+            cf_names: Mutex::new(cf_names),
+            dir_lock: Mutex::new(Some(lock)),
             rotating: Mutex::new(()),
             bg_lock: Mutex::new(()),
             bg_cv: Condvar::new(),
@@ -298,7 +382,11 @@ impl Db {
             handles: std::sync::atomic::AtomicUsize::new(1),
             opts,
         });
-        inner.replay(log_start)?;
+        let records_replayed = inner.replay(log_start)?;
+        *inner.report.lock() = RecoveryReport {
+            records_replayed,
+            ..report
+        };
         inner.visible.store(inner.wal.reserved_lsn(), SeqCst);
         DbInner::start_threads(&inner)?;
         Ok(Db { inner })
@@ -361,6 +449,9 @@ impl Db {
             id,
             name: name.to_string(),
         }]);
+        if r.is_ok() {
+            self.inner.cf_names.lock().insert(id, name.into());
+        }
         self.inner.after_manifest(&mut st, r)?;
         Ok(ColumnFamily {
             id,
@@ -643,8 +734,9 @@ impl Db {
         out
     }
 
-    /// Why the database is poisoned, if a background flush or compaction (or a manifest
-    /// write) failed: the first such error's message.
+    /// Why the database is poisoned, if it is: the first failure that poisoned it (a failed
+    /// write or fdatasync of the log, a failed manifest write, a failed background flush or
+    /// compaction).
     pub fn background_error(&self) -> Option<String> {
         self.inner
             .bg_error
@@ -664,23 +756,34 @@ impl Db {
     ///
     /// # Errors
     ///
-    /// The background error that poisoned the database, if one did; `Io` from the final
-    /// sync.
+    /// `Io` naming the failure that poisoned the database, if one did (what
+    /// [`Db::background_error`] says): what was acknowledged before it is recoverable, but
+    /// later writes were refused. `Io` from the final sync.
     pub fn close(self) -> Result<()> {
         let r = if matches!(self.inner.opts.sync, silt_wal::SyncMode::Interval(_)) {
-            self.inner.wal.sync().map_err(Error::from)
+            self.inner
+                .wal
+                .sync()
+                .map_err(|e| self.inner.on_wal_error(e))
         } else {
             Ok(())
         };
         self.inner.shutdown();
-        if let Some(e) = self.inner.bg_error.lock().clone() {
+        if let Some(e) = self.background_error() {
             return Err(Error::Io {
                 op: "background work",
                 path: None,
-                source: std::io::Error::other(e),
+                source: std::io::Error::other(format!("the database was poisoned: {e}")),
             });
         }
         r
+    }
+
+    /// What open found in the directory and did about it: the manifest and log recovered,
+    /// tables checked, records replayed, a torn tail cut, damage found, files removed as
+    /// garbage or moved into `lost/`. See [`RecoveryReport`].
+    pub fn recovery_report(&self) -> RecoveryReport {
+        self.inner.report.lock().clone()
     }
 }
 
@@ -823,6 +926,14 @@ impl DbInner {
         self.visible.load(SeqCst)
     }
 
+    /// `ColumnFamilyNotFound` for family `cf`, by its name where this handle knew it.
+    pub(crate) fn cf_not_found(&self, cf: u32) -> Error {
+        match self.cf_names.lock().get(&cf) {
+            Some(name) => Error::ColumnFamilyNotFound(name.to_string()),
+            None => Error::ColumnFamilyNotFound(format!("(id {cf})")),
+        }
+    }
+
     pub(crate) fn check_writable(&self) -> Result<()> {
         if self.poisoned.load(SeqCst) {
             return Err(Error::Poisoned);
@@ -843,10 +954,19 @@ impl DbInner {
         self.notify_bg();
     }
 
+    /// Converts a log error, poisoning the database (with the cause, for
+    /// [`Db::background_error`] and [`Db::close`]) if the log is poisoned or failed an I/O.
     fn on_wal_error(&self, e: silt_wal::Error) -> Error {
         let e = Error::from(e);
-        if matches!(e, Error::Poisoned | Error::Io { .. }) {
-            self.poisoned.store(true, SeqCst);
+        match &e {
+            Error::Poisoned => self.poison(format!(
+                "the log is poisoned: {}",
+                self.wal
+                    .poison_cause()
+                    .unwrap_or_else(|| "an earlier write or fdatasync of it failed".into())
+            )),
+            Error::Io { .. } => self.poison(format!("log write or sync failed: {e}")),
+            _ => {}
         }
         e
     }
@@ -886,7 +1006,7 @@ impl DbInner {
             let sv = self.super_version();
             for cf in batch.cf_ids() {
                 if !sv.version.cfs.contains_key(&cf) {
-                    return Err(Error::ColumnFamilyNotFound(format!("id {cf}")));
+                    return Err(self.cf_not_found(cf));
                 }
             }
         }
@@ -1047,8 +1167,31 @@ impl DbInner {
         }
     }
 
-    pub(crate) fn alloc_table_id(&self) -> u64 {
-        self.next_table_id.fetch_add(1, SeqCst)
+    /// A new table id, durably reserved in the manifest before it is handed out
+    /// (invariant O1 of `open.rs`): ids are reserved [`TABLE_ID_RESERVE`] at a time.
+    ///
+    /// # Errors
+    ///
+    /// `Io`/`Poisoned` if the reservation could not be made durable (the database is then
+    /// poisoned).
+    pub(crate) fn alloc_table_id(&self) -> Result<u64> {
+        let id = self.next_table_id.fetch_add(1, SeqCst);
+        if id < self.table_ids_reserved.load(SeqCst) {
+            return Ok(id);
+        }
+        let mut st = self.state.lock();
+        if id >= st.manifest.state().next_table_id {
+            let r = st
+                .manifest
+                .log_and_apply(vec![Edit::NextTableId(id.saturating_add(TABLE_ID_RESERVE))]);
+            if let Err(e) = r {
+                self.poison(format!("manifest write failed: {e}"));
+                return Err(e);
+            }
+        }
+        self.table_ids_reserved
+            .fetch_max(st.manifest.state().next_table_id, SeqCst);
+        Ok(id)
     }
 
     /// Writes one table per column family from `mem` (entries with seqno below
@@ -1096,6 +1239,7 @@ impl DbInner {
             }
             _ => true,
         });
+        crate::kill_point::hit("flush: tables written and log synced, before the manifest edit");
         let r = st.manifest.log_and_apply(edits);
         let r = match r {
             Ok(()) => {
@@ -1119,6 +1263,7 @@ impl DbInner {
         r?;
         self.counters.flush_bytes.fetch_add(bytes, SeqCst);
         self.counters.flushes.fetch_add(1, SeqCst);
+        crate::kill_point::hit("flush: manifest edit durable, before purging the log");
         self.wal.purge_up_to(boundary)?;
         self.notify_bg();
         Ok(())
@@ -1143,7 +1288,7 @@ impl DbInner {
             }
             return Ok((None, 0));
         }
-        let id = self.alloc_table_id();
+        let id = self.alloc_table_id()?;
         let path = self.tables_dir.join(table_file_name(id));
         let file = self
             .fs
@@ -1163,8 +1308,10 @@ impl DbInner {
         Ok((Some(meta), n))
     }
 
-    /// Replays the log from `log_start` into memtables, flushing when one fills.
-    fn replay(&self, log_start: Seqno) -> Result<()> {
+    /// Replays the log from `log_start` into memtables, flushing when one fills. Returns
+    /// the number of records replayed.
+    fn replay(&self, log_start: Seqno) -> Result<u64> {
+        let mut replayed = 0;
         let (live, next_cf_id): (HashSet<u32>, u32) = {
             let st = self.state.lock();
             let s = st.manifest.state();
@@ -1194,6 +1341,7 @@ impl DbInner {
             }
             let mem = self.sv.read().mems[0].clone();
             apply(&mem, rec.lsn, &entries, |cf| live.contains(&cf));
+            replayed += 1;
             if mem.approx_bytes() >= self.opts.memtable_bytes {
                 let boundary = rec.lsn + 1;
                 {
@@ -1208,7 +1356,7 @@ impl DbInner {
                 self.flush_memtable(&mem, boundary)?;
             }
         }
-        Ok(())
+        Ok(replayed)
     }
 
     fn start_threads(inner: &Arc<DbInner>) -> Result<()> {
@@ -1231,6 +1379,8 @@ impl DbInner {
         for t in threads {
             let _ = t.join();
         }
+        // No job of this handle runs any more: another handle may open the directory.
+        self.dir_lock.lock().take();
     }
 
     /// The super-version and the seqno of a read that is not through a snapshot: the
@@ -1255,7 +1405,7 @@ impl DbInner {
         snapshot: Seqno,
     ) -> Result<Option<Vec<u8>>> {
         let Some(cfv) = sv.version.cfs.get(&cf) else {
-            return Err(Error::ColumnFamilyNotFound(format!("id {cf}")));
+            return Err(self.cf_not_found(cf));
         };
         let found = |kind: Kind, v: Vec<u8>| match kind {
             Kind::Put => Some(v),
@@ -1437,39 +1587,6 @@ fn database_files(fs: &dyn FileSystem, tables_dir: &Path, wal_dir: &Path) -> Opt
                 .into_iter()
                 .find(|f| f.to_str().is_some_and(|n| n.ends_with(ext)))
         })
-}
-
-/// Deletes table files the manifest does not name (left by a crash between writing a table
-/// and recording it, or between dropping a table and deleting its file).
-fn remove_orphans(fs: &dyn FileSystem, tables_dir: &Path, manifest: &Manifest) -> Result<()> {
-    let live = manifest.live_table_ids();
-    let files = match fs.list(tables_dir) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => {
-            return Err(Error::io(
-                "list directory",
-                Some(tables_dir.to_path_buf()),
-                e,
-            ))
-        }
-    };
-    for f in files {
-        let Some(name) = f.file_name().and_then(|n| n.to_str()) else {
-            continue;
-        };
-        let Some(id) = name
-            .strip_suffix(".sst")
-            .and_then(|s| s.parse::<u64>().ok())
-        else {
-            continue;
-        };
-        if !live.contains(&id) {
-            fs.remove(&f)
-                .map_err(|e| Error::io("remove orphan table", Some(f.clone()), e))?;
-        }
-    }
-    Ok(())
 }
 
 #[allow(dead_code)]

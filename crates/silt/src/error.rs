@@ -44,6 +44,16 @@ pub enum Error {
     ColumnFamilyNotFound(String),
     /// The database was closed.
     Closed,
+    /// Another handle holds the database: another process, or another `Db` of this
+    /// process that is still open. Close that one first; two handles on one directory would
+    /// delete each other's files.
+    Locked {
+        /// The lock file, `LOCK` in the database directory.
+        path: PathBuf,
+        /// The process id of the holder, as it wrote it into the lock file (`None` if it
+        /// could not be read).
+        holder: Option<u32>,
+    },
 }
 
 impl Error {
@@ -117,6 +127,17 @@ impl std::fmt::Display for Error {
                 "no column family named {name:?}; create it with Db::create_cf first"
             ),
             Error::Closed => write!(f, "the database is closed"),
+            Error::Locked { path, holder } => {
+                write!(f, "the database is in use: {} is locked", path.display())?;
+                match holder {
+                    Some(pid) if *pid == std::process::id() => write!(
+                        f,
+                        " by this process (pid {pid}): close the other handle first"
+                    ),
+                    Some(pid) => write!(f, " by process {pid}"),
+                    None => write!(f, " by another handle"),
+                }
+            }
         }
     }
 }

@@ -261,18 +261,16 @@ fn replace(fs: &SimFs, name: &str, data: &[u8]) {
 fn open_manifest(fs: &Arc<SimFs>, log_one_more: bool) -> Summary {
     let fs_dyn: Arc<dyn FileSystem> = fs.clone();
     let dir = Path::new(MANIFEST_DIR);
-    let Ok(mut m) = Manifest::open(fs_dyn.clone(), dir) else {
+    let Ok(m) = Manifest::open(fs_dyn.clone(), dir) else {
         return Summary::default();
     };
     let state = m.state().clone();
     let _ = m.live_table_ids();
-    let again = Manifest::open(fs_dyn.clone(), dir).expect("a manifest that opened reopens");
-    assert_eq!(
-        again.state(),
-        &state,
-        "reopening changed the manifest state"
-    );
-    drop(again);
+    // One handle at a time, as the engine's directory lock guarantees: open moves the state
+    // into a new manifest file, so the old handle's file is gone.
+    drop(m);
+    let mut m = Manifest::open(fs_dyn.clone(), dir).expect("a manifest that opened reopens");
+    assert_eq!(m.state(), &state, "reopening changed the manifest state");
     if log_one_more {
         let edit = Edit::NextTableId(state.next_table_id.saturating_add(1));
         if m.log_and_apply(vec![edit]).is_ok() {
@@ -467,9 +465,13 @@ fn read_all(f: &dyn LogFile) -> Vec<u8> {
 fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
     let dir = Path::new(MANIFEST_DIR);
     let read = |fs: &SimFs, name: &str| read_all(&*fs.open(&dir.join(name)).expect("SimFs open"));
-    let open = |fs: &Arc<SimFs>| {
+    // A new database's manifest handle, still `FIRST_MANIFEST` (an open would move the
+    // state into a new file, numbered 2).
+    let create = || {
+        let fs = SimFs::new();
         let fs_dyn: Arc<dyn FileSystem> = fs.clone();
-        Manifest::open(fs_dyn, dir).expect("open a new manifest")
+        let m = Manifest::create(fs_dyn, dir).expect("create a manifest on SimFs");
+        (fs, m)
     };
     let table = |id: u64, lo: &str, hi: &str, seqno: u64| crate::table_meta::TableMeta {
         id,
@@ -513,12 +515,11 @@ fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
             },
         ],
     ];
-    let fs = new_database();
+    let (fs, mut m) = create();
     let mut out = vec![
         ("log_snapshot_only".to_string(), read(&fs, FIRST_MANIFEST)),
         ("current".to_string(), read(&fs, CURRENT)),
     ];
-    let mut m = open(&fs);
     for edits in records.iter().cloned() {
         m.log_and_apply(edits).expect("log a valid edit");
     }
@@ -529,9 +530,9 @@ fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
     // state that reading appends to; the later records need the earlier ones' edits.
     for (i, n) in [1, 2, 3, 4].into_iter().enumerate() {
         let edits: Vec<Edit> = records[..n].iter().flatten().cloned().collect();
-        let fs = new_database();
+        let (fs, mut m) = create();
         let before = read(&fs, FIRST_MANIFEST).len();
-        open(&fs).log_and_apply(edits).expect("log valid edits");
+        m.log_and_apply(edits).expect("log valid edits");
         let log = read(&fs, FIRST_MANIFEST);
         out.push((format!("record_payload_{i}"), log[before + 8..].to_vec()));
     }

@@ -32,8 +32,10 @@ mod error;
 pub mod fuzzing;
 mod iter;
 pub mod key;
+mod lost;
 mod manifest;
 mod memtable;
+mod open;
 mod options;
 mod read;
 mod sstable;
@@ -48,6 +50,10 @@ pub struct ReadmeDoctests;
 pub use batch::{WriteBatch, MAX_VALUE_BYTES};
 pub use db::{ColumnFamily, Db, LevelStats, Snapshot, Stats, DEFAULT_CF};
 pub use error::{Error, Result};
+pub use open::RecoveryReport;
 pub use options::{DbBuilder, Strategy, SyncMode, WriteOptions};
 pub use read::{Cursor, Entry, Iter};
+/// White-box crash points for stress tests; see `silt_wal::kill_point` and the cargo feature
+/// `kill-points`.
+pub use silt_wal::kill_point;
 pub use sstable::Compression;

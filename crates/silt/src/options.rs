@@ -46,6 +46,7 @@ pub struct DbBuilder {
     pub(crate) background_threads: usize,
     pub(crate) wal_segment_bytes: u64,
     pub(crate) create_if_missing: bool,
+    pub(crate) paranoid_checks: bool,
     pub(crate) fs: Option<Arc<dyn FileSystem>>,
 }
 
@@ -70,6 +71,7 @@ impl DbBuilder {
             background_threads: 2,
             wal_segment_bytes: 64 << 20,
             create_if_missing: true,
+            paranoid_checks: true,
             fs: None,
         }
     }
@@ -182,6 +184,14 @@ impl DbBuilder {
         self
     }
 
+    /// Whether `open` reads the footer of every table the manifest names (magic and
+    /// checksum, one small read per table), as RocksDB's `paranoid_checks`. Default true.
+    /// Off, open still checks that each table exists with the size the manifest records.
+    pub fn paranoid_checks(mut self, yes: bool) -> Self {
+        self.paranoid_checks = yes;
+        self
+    }
+
     /// The file layer (tests use `silt_wal::fs::SimFs` to simulate power loss).
     #[doc(hidden)]
     pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
@@ -193,9 +203,13 @@ impl DbBuilder {
     ///
     /// # Errors
     ///
-    /// `Io` if the directory cannot be read or written; `Corruption` if the manifest, a
-    /// table or the log is damaged where acknowledged data lived; `InvalidArgument` for a
-    /// bad option or a missing database with `create_if_missing(false)`.
+    /// `Io` if the directory cannot be read or written; `Locked` if another handle (of
+    /// this process or another) has the database open; `Corruption` if the manifest, a
+    /// table or the log is damaged where acknowledged data lived, a table the manifest
+    /// names is missing or cut, or a table file is newer than the manifest;
+    /// `InvalidArgument` for a bad option, a path that is not a directory, or a missing
+    /// database with `create_if_missing(false)`. What open found and did is in
+    /// [`Db::recovery_report`].
     pub fn open(self) -> Result<Db> {
         Db::open_with(self)
     }

@@ -102,10 +102,11 @@ fn last_of(user_key: &[u8]) -> Vec<u8> {
     k
 }
 
-/// Builds the merged cursor over one column family of a super-version.
-pub(crate) fn merged(sv: &SuperVersion, cf: u32) -> Result<MergingIter> {
+/// Builds the merged cursor over one column family of a super-version. `db` names a
+/// column family that is not there.
+pub(crate) fn merged(db: &DbInner, sv: &SuperVersion, cf: u32) -> Result<MergingIter> {
     let Some(cfv) = sv.version.cfs.get(&cf) else {
-        return Err(Error::ColumnFamilyNotFound(format!("id {cf}")));
+        return Err(db.cf_not_found(cf));
     };
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     for m in &sv.mems {
@@ -256,7 +257,7 @@ impl Iter {
 
     fn walker(&self) -> Result<Walker> {
         Ok(Walker {
-            m: merged(&self.sv, self.cf)?,
+            m: merged(&self.db, &self.sv, self.cf)?,
             snapshot: self.snapshot,
         })
     }
@@ -418,7 +419,7 @@ impl Cursor {
     fn walker(&mut self) -> Result<&mut Walker> {
         if self.walker.is_none() {
             self.walker = Some(Walker {
-                m: merged(&self.sv, self.cf)?,
+                m: merged(&self._db, &self.sv, self.cf)?,
                 snapshot: self.snapshot,
             });
         }
@@ -616,7 +617,7 @@ mod tests {
                     );
                 }
             }
-            let mut m = merged(&sv, 0).unwrap();
+            let mut m = merged(&db.inner, &sv, 0).unwrap();
             let f = collect(&mut m, false);
             let b = collect(&mut m, true);
             assert!(

@@ -240,10 +240,21 @@ impl Manifest {
         })
     }
 
-    /// Opens the manifest of the database in `dir`: reads `CURRENT`, replays the manifest
-    /// it names, cuts off a torn last record (a crash during an append that was never
-    /// acknowledged), removes manifest files `CURRENT` does not name, and returns it ready
-    /// for appending.
+    /// Opens the manifest of the database in `dir` for appending: [`Manifest::recover`],
+    /// then [`Recovered::commit`]. The engine does the two apart, to check the tables and
+    /// the log in between.
+    ///
+    /// # Errors
+    ///
+    /// As [`Manifest::recover`] and [`Recovered::commit`].
+    #[cfg_attr(not(test), allow(dead_code))] // the engine recovers and commits apart
+    pub(crate) fn open(fs: Arc<dyn FileSystem>, dir: &Path) -> Result<Manifest> {
+        Ok(Manifest::recover(fs, dir)?.commit()?.0)
+    }
+
+    /// Reads the state of the database in `dir` without changing anything on disk: reads
+    /// `CURRENT`, replays the manifest it names, and notes a torn last record (a crash
+    /// during an append that was never acknowledged) and the other manifest files present.
     ///
     /// # Errors
     ///
@@ -251,7 +262,7 @@ impl Manifest {
     /// names is missing, its header is wrong, a record other than the last is damaged, a
     /// record decodes to an unknown edit or to edits that do not fit the state, or no
     /// default column family results. `Io` if a call fails.
-    pub(crate) fn open(fs: Arc<dyn FileSystem>, dir: &Path) -> Result<Manifest> {
+    pub(crate) fn recover(fs: Arc<dyn FileSystem>, dir: &Path) -> Result<Recovered> {
         let number = read_current(&*fs, dir)?;
         let path = dir.join(manifest_name(number));
         let file = fs.open(&path).map_err(|e| {
@@ -268,7 +279,7 @@ impl Manifest {
 
         let mut applier = Applier::new(ManifestState::empty());
         let mut at = FILE_HEADER_BYTES;
-        let mut base_bytes = None;
+        let mut torn = None;
         while at < file_bytes {
             let payload = match read_record(&*file, &path, at, file_bytes)? {
                 Ok(payload) => payload,
@@ -281,6 +292,7 @@ impl Manifest {
                         ));
                     }
                     // A torn last record: its append was never acknowledged.
+                    torn = Some(reason);
                     break;
                 }
             };
@@ -294,7 +306,6 @@ impl Manifest {
                 .finish_record()
                 .map_err(|r| Error::corruption(&path, at, format!("bad edit: {r}")))?;
             at += RECORD_HEADER_BYTES + payload.len() as u64;
-            base_bytes.get_or_insert(at);
         }
         let state = applier.into_state();
         if !state.cfs.contains_key(&DEFAULT_CF_ID) {
@@ -304,24 +315,34 @@ impl Manifest {
                 "the manifest holds no snapshot (no default column family)",
             ));
         }
-        if at < file_bytes {
-            file.set_len(at)
-                .map_err(|e| Error::io("truncate manifest", Some(path.clone()), e))?;
-            file.sync_data()
-                .map_err(|e| Error::io("fdatasync", Some(path.clone()), e))?;
+        let mut others = Vec::new();
+        let mut current_tmp = false;
+        for p in fs
+            .list(dir)
+            .map_err(|e| Error::io("list directory", Some(dir.to_path_buf()), e))?
+        {
+            match p.file_name().and_then(|n| n.to_str()) {
+                Some(CURRENT_TMP) => current_tmp = true,
+                Some(name) => {
+                    if let Some(n) = parse_manifest_name(name).filter(|&n| n != number) {
+                        others.push((n, p));
+                    }
+                }
+                None => {}
+            }
         }
-        remove_leftovers(&*fs, dir, Some(number))?;
-        Ok(Manifest {
+        others.sort();
+        Ok(Recovered {
             fs,
             dir: dir.to_path_buf(),
             number,
             path,
-            file,
-            end_bytes: at,
-            base_bytes: base_bytes.unwrap_or(at),
-            rewrite_bytes: REWRITE_BYTES_DEFAULT,
             state,
-            poisoned: false,
+            valid_bytes: at,
+            file_bytes,
+            torn,
+            others,
+            current_tmp,
         })
     }
 
@@ -395,6 +416,7 @@ impl Manifest {
         self.file
             .write_at(&[&header, payload], self.end_bytes)
             .map_err(|e| Error::io("write manifest", Some(self.path.clone()), e))?;
+        crate::kill_point::hit("manifest: record written, before fdatasync");
         self.file
             .sync_data()
             .map_err(|e| Error::io("fdatasync", Some(self.path.clone()), e))?;
@@ -408,16 +430,129 @@ impl Manifest {
         let number = self.number + 1;
         let (path, file, end_bytes) = write_snapshot_file(&*self.fs, &self.dir, number, state)?;
         sync_dir(&*self.fs, &self.dir)?;
+        crate::kill_point::hit("manifest: rewrite, new file written, before CURRENT");
         install_current(&*self.fs, &self.dir, number)?;
         let old = std::mem::replace(&mut self.path, path);
+        crate::kill_point::hit("manifest: rewrite, CURRENT switched, before removing the old file");
         // The switch is durable, so the old file is garbage. If removing it fails, the
-        // next open removes it (`remove_leftovers`); the edits are safe either way.
+        // next open removes it (it is older than the one `CURRENT` names); the edits are
+        // safe either way.
         let _ = self.fs.remove(&old);
         self.number = number;
         self.file = file;
         self.end_bytes = end_bytes;
         self.base_bytes = end_bytes;
         Ok(())
+    }
+}
+
+/// A manifest read by [`Manifest::recover`]: the state it holds, and what else lies in the
+/// directory. Nothing on disk has changed yet; [`Recovered::commit`] makes it the live
+/// manifest.
+pub(crate) struct Recovered {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    number: u64,
+    path: PathBuf,
+    state: ManifestState,
+    /// The end of the last valid record.
+    valid_bytes: u64,
+    file_bytes: u64,
+    /// Why the record at `valid_bytes` is not whole, if the file goes on past it.
+    torn: Option<String>,
+    /// Manifest files other than `number`, by number.
+    others: Vec<(u64, PathBuf)>,
+    current_tmp: bool,
+}
+
+/// What [`Recovered::commit`] did with the files it replaced.
+#[derive(Debug, Default)]
+pub(crate) struct Disposal {
+    /// Files deleted: each provably garbage.
+    pub removed: Vec<PathBuf>,
+    /// Files moved into `lost/` (from, to): not used, not provably garbage.
+    pub set_aside: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Recovered {
+    /// The state the manifest holds.
+    pub(crate) fn state(&self) -> &ManifestState {
+        &self.state
+    }
+
+    /// The manifest file read.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A torn last record that [`Recovered::commit`] will leave out: its offset, the bytes
+    /// from there to the end of the file, and why it is not a record.
+    pub(crate) fn torn_tail(&self) -> Option<(u64, u64, &str)> {
+        self.torn
+            .as_deref()
+            .map(|why| (self.valid_bytes, self.file_bytes - self.valid_bytes, why))
+    }
+
+    /// Makes the recovered state the live manifest: writes it as the snapshot of a new
+    /// manifest file (numbered above every manifest file present), switches `CURRENT` to
+    /// it, and only then disposes of the files it replaces. Manifests older than the one
+    /// read are removed (`CURRENT` only moves forward, so they are superseded); the one read
+    /// is removed, or moved into `lost/` if its tail was torn; newer ones — a rewrite that
+    /// crashed before switching `CURRENT`, or a `CURRENT` rolled back — are moved into
+    /// `lost/`, never removed.
+    ///
+    /// # Errors
+    ///
+    /// `Io` if a call fails; the directory then still opens as before.
+    pub(crate) fn commit(self) -> Result<(Manifest, Disposal)> {
+        let fs = self.fs;
+        let dir = self.dir;
+        let newest = self.others.iter().map(|&(n, _)| n).max().unwrap_or(0);
+        let number = self.number.max(newest) + 1;
+        let (path, file, end_bytes) = write_snapshot_file(&*fs, &dir, number, &self.state)?;
+        sync_dir(&*fs, &dir)?;
+        crate::kill_point::hit("manifest: open, new snapshot written, before CURRENT");
+        install_current(&*fs, &dir, number)?;
+        crate::kill_point::hit("manifest: open, CURRENT switched, before disposal");
+        let mut out = Disposal::default();
+        let mut garbage = Vec::new();
+        if self.torn.is_some() {
+            let to = crate::lost::set_aside(&*fs, &dir, &self.path)?;
+            out.set_aside.push((self.path, to));
+        } else {
+            garbage.push(self.path);
+        }
+        for (n, p) in self.others {
+            if n < self.number {
+                garbage.push(p);
+            } else {
+                let to = crate::lost::set_aside(&*fs, &dir, &p)?;
+                out.set_aside.push((p, to));
+            }
+        }
+        if self.current_tmp {
+            garbage.push(dir.join(CURRENT_TMP));
+        }
+        for p in garbage {
+            remove_if_exists(&*fs, &p)?;
+            out.removed.push(p);
+        }
+        if !out.removed.is_empty() {
+            sync_dir(&*fs, &dir)?;
+        }
+        let m = Manifest {
+            fs,
+            dir,
+            number,
+            path,
+            file,
+            end_bytes,
+            base_bytes: end_bytes,
+            rewrite_bytes: REWRITE_BYTES_DEFAULT,
+            state: self.state,
+            poisoned: false,
+        };
+        Ok((m, out))
     }
 }
 
@@ -623,6 +758,7 @@ fn install_current(fs: &dyn FileSystem, dir: &Path, number: u64) -> Result<()> {
     file.sync_data()
         .map_err(|e| Error::io("fdatasync", Some(tmp.clone()), e))?;
     let current = dir.join(CURRENT);
+    crate::kill_point::hit("manifest: CURRENT.tmp synced, before rename");
     fs.rename(&tmp, &current)
         .map_err(|e| Error::io("rename", Some(current.clone()), e))?;
     sync_dir(fs, dir)
@@ -982,6 +1118,8 @@ mod tests {
             m.log_and_apply(edits).unwrap();
             let again = Manifest::open(fs.clone(), &dir()).unwrap();
             assert_eq!(again.state(), m.state());
+            // Open moved the state into a new file: go on with that one.
+            m = again;
         }
         let st = m.state().clone();
         assert_eq!(st.cfs.keys().copied().collect::<Vec<_>>(), [0, 1]);
@@ -1037,6 +1175,7 @@ mod tests {
             if i % 37 == 0 {
                 let again = Manifest::open(fs.clone(), &dir()).unwrap();
                 assert_eq!(again.state(), m.state());
+                m = again.with_rewrite_bytes(2048);
             }
         }
         assert!(m.number > 5, "only {} rewrites", m.number - 1);
@@ -1044,7 +1183,7 @@ mod tests {
         assert_eq!(names(&*fs), ["CURRENT".to_string(), current.clone()]);
         let again = Manifest::open(dynfs(&sim.crash(CrashMode::DropAll, 0)), &dir()).unwrap();
         assert_eq!(again.state(), m.state());
-        assert_eq!(again.number, m.number);
+        assert_eq!(again.number, m.number + 1);
         // A large state: the limit follows the snapshot, so rewrites stay rare.
         let mut m = m.with_rewrite_bytes(1);
         let n = m.number;
@@ -1056,18 +1195,34 @@ mod tests {
     }
 
     #[test]
-    fn leftovers_of_a_crashed_rewrite_are_removed_at_open() {
+    fn leftovers_at_open_are_removed_if_older_and_kept_aside_if_newer() {
         let sim = new_sim();
         let fs = dynfs(&sim);
         let m = Manifest::create(fs.clone(), &dir()).unwrap();
         let st = m.state().clone();
         drop(m);
+        // A rewrite that crashed before switching CURRENT (or a CURRENT rolled back): not
+        // provably garbage, so kept. CURRENT.tmp is garbage; a foreign name is not ours.
         write_file(&*fs, &dir().join("MANIFEST-000002"), b"half written");
         write_file(&*fs, &dir().join(CURRENT_TMP), b"MANIFEST-000002\n");
         write_file(&*fs, &dir().join("MANIFEST-1"), b"not ours");
         let m = Manifest::open(fs.clone(), &dir()).unwrap();
         assert_eq!(*m.state(), st);
-        assert_eq!(names(&*fs), ["CURRENT", "MANIFEST-000001", "MANIFEST-1"]);
+        assert_eq!(m.number, 3, "numbered above every manifest present");
+        assert_eq!(names(&*fs), ["CURRENT", "MANIFEST-000003", "MANIFEST-1"]);
+        assert_eq!(
+            read_file(&*fs, &dir().join("lost/MANIFEST-000002")),
+            b"half written"
+        );
+        // An older manifest left by a rewrite that crashed before removing it: garbage.
+        drop(m);
+        let m = Manifest::open(fs.clone(), &dir()).unwrap();
+        let old = dir().join("MANIFEST-000003");
+        write_file(&*fs, &old, b"superseded");
+        drop(m);
+        let m = Manifest::open(fs.clone(), &dir()).unwrap();
+        assert_eq!(*m.state(), st);
+        assert_eq!(names(&*fs), ["CURRENT", "MANIFEST-000005", "MANIFEST-1"]);
     }
 
     // ---- damage --------------------------------------------------------------------------
@@ -1111,9 +1266,16 @@ mod tests {
             }
             let m = r.unwrap_or_else(|e| panic!("cut {cut}: {e}"));
             assert_eq!(*m.state(), states[whole - 1], "cut {cut}");
-            // The torn part is gone from the file, durably, and appends follow the prefix.
-            let path = dir().join("MANIFEST-000001");
-            assert_eq!(read_file(&*fs, &path).len() as u64, ends[whole - 1]);
+            // The state went into a new manifest; the old one is gone if it was whole, and
+            // kept in lost/ with its torn tail if not; appends follow the prefix.
+            assert_eq!(names(&*fs), ["CURRENT", "MANIFEST-000002"], "cut {cut}");
+            let kept = fs.open(&dir().join("lost/MANIFEST-000001")).ok();
+            if cut as u64 == ends[whole - 1] {
+                assert!(kept.is_none(), "cut {cut}");
+            } else {
+                let kept = read_file(&*fs, &dir().join("lost/MANIFEST-000001"));
+                assert_eq!(kept, bytes[..cut], "cut {cut}");
+            }
             let mut m = m;
             m.log_and_apply(vec![Edit::LogStart(u64::MAX)]).unwrap();
             let again = Manifest::open(fs, &dir()).unwrap();
@@ -1224,7 +1386,12 @@ mod tests {
         drop(m);
         let mut m = Manifest::open(fs.clone(), &dir()).unwrap();
         assert_eq!(m.state().log_start, 1);
-        assert_eq!(m.end_bytes, end);
+        // The torn file is kept whole in lost/; the state lives on in a new file.
+        assert_eq!(
+            read_file(&*fs, &dir().join("lost/MANIFEST-000001")).len() as u64,
+            end + RECORD_HEADER_BYTES + 5
+        );
+        assert_eq!(m.number, 2);
         m.log_and_apply(vec![Edit::LogStart(3)]).unwrap();
         drop(m);
         let m = Manifest::open(dynfs(&sim.crash(CrashMode::DropAll, 0)), &dir()).unwrap();
@@ -1304,6 +1471,9 @@ mod tests {
         fn sync_dir(&self, d: &Path) -> io::Result<()> {
             self.before();
             self.sim.sync_dir(d)
+        }
+        fn lock(&self, p: &Path) -> io::Result<Box<dyn silt_wal::fs::FileLock>> {
+            self.sim.lock(p)
         }
     }
 
