@@ -32,14 +32,14 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crate::db::DbInner;
+use crate::db::{DbInner, NewTables, NO_SPACE_RETRY};
 use crate::error::Result;
 use crate::iter::{InternalIterator, MergingIter};
 use crate::key::{self, Kind, Seqno};
 use crate::manifest::{Edit, LEVELS};
 use crate::read::Bounds;
 use crate::sstable::{TableBuilder, TableIter};
-use crate::table_meta::{table_file_name, TableMeta};
+use crate::table_meta::TableMeta;
 use crate::version::{CfVersion, TableHandle};
 
 const LAST: usize = LEVELS - 1;
@@ -212,9 +212,19 @@ pub(crate) fn compaction_loop(w: Weak<DbInner>) {
                 let ids = job.ids();
                 let r = run(&db, &job);
                 db.busy.lock().retain(|id| !ids.contains(id));
-                if let Err(e) = r {
-                    db.poison(format!("compaction failed: {e}"));
-                    return;
+                match r {
+                    Ok(()) => db.set_no_space(None),
+                    Err(e) if e.is_no_space() => {
+                        // Nothing changed; retry after a pause, as space may free.
+                        db.set_no_space(Some(format!("compaction: {e}")));
+                        let mut g = db.bg_lock.lock();
+                        db.bg_cv.wait_for(&mut g, NO_SPACE_RETRY);
+                        continue;
+                    }
+                    Err(e) => {
+                        db.poison(format!("compaction failed: {e}"));
+                        return;
+                    }
                 }
                 db.notify_bg();
             }
@@ -244,6 +254,7 @@ fn run(db: &DbInner, job: &Job) -> Result<()> {
         });
     }
     let trivial = job.inputs.len() == 1 && job.lower.is_empty();
+    let mut new = NewTables::new(db);
     let mut written = 0u64;
     let mut read = 0u64;
     if trivial {
@@ -261,7 +272,7 @@ fn run(db: &DbInner, job: &Job) -> Result<()> {
         let mut m = MergingIter::new(children);
         m.seek_to_first();
         let snapshots = db.snapshot_list();
-        let outputs = merge(db, &mut m, &snapshots, job.bottommost)?;
+        let outputs = merge(db, &mut m, &snapshots, job.bottommost, &mut new)?;
         if !outputs.is_empty() {
             db.sync_tables_dir()?;
         }
@@ -278,18 +289,15 @@ fn run(db: &DbInner, job: &Job) -> Result<()> {
     crate::kill_point::hit("compaction: outputs written, before the manifest edit");
     let mut st = db.state.lock();
     if !st.manifest.state().cfs.contains_key(&job.cf) {
-        // Dropped meanwhile: the outputs are orphans.
-        drop(st);
-        for e in edits {
-            if let Edit::AddTable { meta, .. } = e {
-                if !trivial {
-                    let _ = db.fs.remove(&db.tables_dir.join(table_file_name(meta.id)));
-                }
-            }
-        }
+        // Dropped meanwhile: the outputs are orphans, removed with `new`.
         return Ok(());
     }
     let r = st.manifest.log_and_apply(edits);
+    match &r {
+        Err(e) if e.is_no_space() => {} // surely not recorded: `new` removes the outputs
+        // Recorded, or perhaps recorded (an ambiguous failure, which poisons).
+        _ => new.keep(),
+    }
     db.after_manifest(&mut st, r)?;
     drop(st);
     if job.level > 0 {
@@ -386,6 +394,7 @@ fn merge(
     m: &mut MergingIter,
     snapshots: &[Seqno],
     bottommost: bool,
+    new: &mut NewTables<'_>,
 ) -> Result<Vec<TableMeta>> {
     let mut outputs = Vec::new();
     let mut builder: Option<TableBuilder> = None;
@@ -410,12 +419,7 @@ fn merge(
                 let b = match &mut builder {
                     Some(b) => b,
                     None => {
-                        let id = db.alloc_table_id()?;
-                        let path = db.tables_dir.join(table_file_name(id));
-                        let file = db
-                            .fs
-                            .create(&path)
-                            .map_err(|e| crate::Error::io("create table", Some(path.clone()), e))?;
+                        let (id, path, file) = db.create_table(new)?;
                         builder.insert(TableBuilder::new(id, path, file, &db.table_opts))
                     }
                 };

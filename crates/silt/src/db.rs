@@ -56,6 +56,9 @@ use crate::version::{TableCache, Version, VersionBuilder};
 /// The name of the column family every database has.
 pub const DEFAULT_CF: &str = "default";
 
+/// How long a flush or compaction that failed for want of space waits before it retries.
+pub(crate) const NO_SPACE_RETRY: Duration = Duration::from_millis(100);
+
 /// How many table ids [`DbInner::alloc_table_id`] reserves in one manifest record.
 const TABLE_ID_RESERVE: u64 = 64;
 
@@ -167,6 +170,8 @@ pub(crate) struct DbInner {
     pub(crate) busy: Mutex<HashSet<u64>>,
     pub(crate) compact_pointer: Mutex<BTreeMap<(u32, usize), Vec<u8>>>,
     pub(crate) poisoned: AtomicBool,
+    /// Why the last flush or compaction failed for want of space, until one succeeds.
+    no_space: Mutex<Option<String>>,
     pub(crate) bg_error: Mutex<Option<String>>,
     pub(crate) closing: AtomicBool,
     pub(crate) counters: Counters,
@@ -375,6 +380,7 @@ impl Db {
             busy: Mutex::new(HashSet::new()),
             compact_pointer: Mutex::new(BTreeMap::new()),
             poisoned: AtomicBool::new(false),
+            no_space: Mutex::new(None),
             bg_error: Mutex::new(None),
             closing: AtomicBool::new(false),
             counters: Counters::default(),
@@ -934,6 +940,14 @@ impl DbInner {
         }
     }
 
+    /// Records that background work failed for want of space (`Some`), or succeeded.
+    pub(crate) fn set_no_space(&self, why: Option<String>) {
+        let mut g = self.no_space.lock();
+        if g.is_some() || why.is_some() {
+            *g = why;
+        }
+    }
+
     pub(crate) fn check_writable(&self) -> Result<()> {
         if self.poisoned.load(SeqCst) {
             return Err(Error::Poisoned);
@@ -989,6 +1003,7 @@ impl DbInner {
                 });
                 Ok(())
             }
+            Err(e) if e.is_no_space() => Err(e),
             Err(e) => {
                 self.poison(format!("manifest write failed: {e}"));
                 Err(e)
@@ -1097,6 +1112,15 @@ impl DbInner {
             if !stall {
                 break;
             }
+            if let Some(why) = self.no_space.lock().clone() {
+                // The flush or compaction this write waits for cannot write: fail now rather
+                // than stall until space frees. Nothing of this write was applied.
+                return Err(Error::NoSpace {
+                    op: "write (stalled: background work cannot write)",
+                    path: None,
+                    source: std::io::Error::new(std::io::ErrorKind::StorageFull, why),
+                });
+            }
             if started.is_none() {
                 started = Some(Instant::now());
                 self.counters.stalls.fetch_add(1, SeqCst);
@@ -1185,7 +1209,9 @@ impl DbInner {
                 .manifest
                 .log_and_apply(vec![Edit::NextTableId(id.saturating_add(TABLE_ID_RESERVE))]);
             if let Err(e) = r {
-                self.poison(format!("manifest write failed: {e}"));
+                if !e.is_no_space() {
+                    self.poison(format!("manifest write failed: {e}"));
+                }
                 return Err(e);
             }
         }
@@ -1203,13 +1229,14 @@ impl DbInner {
         };
         let mut edits = Vec::new();
         let mut bytes = 0;
+        let mut new = NewTables::new(self);
         for cf in mem.cfs() {
             if !live_cfs.contains(&cf) {
                 continue; // dropped
             }
             let mut it = mem.iter(cf);
             it.seek_to_first();
-            let (meta, n) = self.write_table(&mut it, None)?;
+            let (meta, n) = self.write_table(&mut it, &mut new)?;
             if let Some(m) = meta {
                 debug_assert!(n > 0);
                 bytes += m.size_bytes;
@@ -1251,12 +1278,17 @@ impl DbInner {
                 *sv = Arc::new(SuperVersion { mems, version: v });
                 Ok(())
             }
+            Err(e) if Self::manifest_edit_surely_lost(&e) => Err(e),
             Err(e) => {
                 self.poison(format!("manifest write failed: {e}"));
+                new.keep();
                 Err(e)
             }
         };
         drop(st);
+        if r.is_ok() {
+            new.keep();
+        }
         for id in orphans {
             let _ = self.fs.remove(&self.tables_dir.join(table_file_name(id)));
         }
@@ -1267,6 +1299,29 @@ impl DbInner {
         self.wal.purge_up_to(boundary)?;
         self.notify_bg();
         Ok(())
+    }
+
+    /// Creates the file of a new table, registered in `new` (so it is removed if the job
+    /// fails before recording it).
+    pub(crate) fn create_table(
+        &self,
+        new: &mut NewTables<'_>,
+    ) -> Result<(u64, PathBuf, Arc<dyn silt_wal::fs::LogFile>)> {
+        let id = self.alloc_table_id()?;
+        let path = self.tables_dir.join(table_file_name(id));
+        let file = self
+            .fs
+            .create(&path)
+            .map_err(|e| Error::io("create table", Some(path.clone()), e))?;
+        new.ids.push(id);
+        Ok((id, path, file))
+    }
+
+    /// Whether a failed manifest write leaves its edits not durable for sure: only a write
+    /// that failed for want of space (see `Manifest::log_and_apply`). After any other
+    /// failure the edits may be durable, so the tables they name must stay.
+    fn manifest_edit_surely_lost(e: &Error) -> bool {
+        e.is_no_space()
     }
 
     pub(crate) fn sync_tables_dir(&self) -> Result<()> {
@@ -1280,7 +1335,7 @@ impl DbInner {
     pub(crate) fn write_table(
         &self,
         it: &mut dyn crate::iter::InternalIterator,
-        _limit: Option<u64>,
+        new: &mut NewTables<'_>,
     ) -> Result<(Option<TableMeta>, u64)> {
         if !it.valid() {
             if let Some(e) = it.take_error() {
@@ -1288,12 +1343,7 @@ impl DbInner {
             }
             return Ok((None, 0));
         }
-        let id = self.alloc_table_id()?;
-        let path = self.tables_dir.join(table_file_name(id));
-        let file = self
-            .fs
-            .create(&path)
-            .map_err(|e| Error::io("create table", Some(path.clone()), e))?;
+        let (id, path, file) = self.create_table(new)?;
         let mut b = TableBuilder::new(id, path, file, &self.table_opts);
         let mut n = 0;
         while it.valid() {
@@ -1554,9 +1604,20 @@ fn flush_loop(w: std::sync::Weak<DbInner>) {
             Some((mem, boundary)) => {
                 // Writers owning seqnos below the boundary may still be inserting.
                 db.wait_visible(boundary);
-                if let Err(e) = db.flush_memtable(&mem, boundary) {
-                    db.poison(format!("flush failed: {e}"));
-                    return;
+                match db.flush_memtable(&mem, boundary) {
+                    Ok(()) => db.set_no_space(None),
+                    Err(e) if e.is_no_space() => {
+                        // Nothing changed (the tables written are removed): retry after a
+                        // pause, as space may free. Writers that would stall meanwhile get
+                        // `NoSpace`.
+                        db.set_no_space(Some(format!("flush: {e}")));
+                        let mut g = db.bg_lock.lock();
+                        db.bg_cv.wait_for(&mut g, NO_SPACE_RETRY);
+                    }
+                    Err(e) => {
+                        db.poison(format!("flush failed: {e}"));
+                        return;
+                    }
                 }
             }
             None => {
@@ -1566,6 +1627,41 @@ fn flush_loop(w: std::sync::Weak<DbInner>) {
                 let mut g = db.bg_lock.lock();
                 db.bg_cv.wait_for(&mut g, Duration::from_millis(50));
             }
+        }
+    }
+}
+
+/// Table files a flush or compaction created and has not recorded in the manifest yet.
+/// Dropped without [`NewTables::keep`], it removes them: a failed job must not leave them
+/// to fill the disk, least of all when it failed for want of space. (Open would remove them
+/// too: their ids are below the reserved mark, O2 of `open.rs`.)
+pub(crate) struct NewTables<'a> {
+    db: &'a DbInner,
+    pub(crate) ids: Vec<u64>,
+}
+
+impl<'a> NewTables<'a> {
+    pub(crate) fn new(db: &'a DbInner) -> NewTables<'a> {
+        NewTables {
+            db,
+            ids: Vec::new(),
+        }
+    }
+
+    /// Keeps the files: the manifest names them, or may (after an ambiguous failure).
+    pub(crate) fn keep(&mut self) {
+        self.ids.clear();
+    }
+}
+
+impl Drop for NewTables<'_> {
+    fn drop(&mut self) {
+        for id in self.ids.drain(..) {
+            self.db.tables.evict(id);
+            let _ = self
+                .db
+                .fs
+                .remove(&self.db.tables_dir.join(table_file_name(id)));
         }
     }
 }

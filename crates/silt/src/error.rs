@@ -44,6 +44,18 @@ pub enum Error {
     ColumnFamilyNotFound(String),
     /// The database was closed.
     Closed,
+    /// The disk (or the user's quota) is full. Nothing of the failed call was applied, and
+    /// the database is not poisoned: flushes and compactions that failed for want of space
+    /// are retried in the background, and writes succeed again once space frees, without a
+    /// reopen. Free space, then retry.
+    NoSpace {
+        /// What the engine was doing: `"write table"`, `"write manifest"`, ...
+        op: &'static str,
+        /// The file concerned, when there is one.
+        path: Option<PathBuf>,
+        /// The error the OS returned (`ENOSPC` or `EDQUOT`).
+        source: io::Error,
+    },
     /// Another handle holds the database: another process, or another `Db` of this
     /// process that is still open. Close that one first; two handles on one directory would
     /// delete each other's files.
@@ -57,8 +69,19 @@ pub enum Error {
 }
 
 impl Error {
+    /// An OS error of `op`: `NoSpace` if the disk is full and `op` is not a sync (a sync
+    /// that fails for any reason may have lost written pages: that is `Io`, and poisons),
+    /// else `Io`.
     pub(crate) fn io(op: &'static str, path: Option<PathBuf>, source: io::Error) -> Self {
+        if is_no_space(&source) && !op.contains("sync") {
+            return Error::NoSpace { op, path, source };
+        }
         Error::Io { op, path, source }
+    }
+
+    /// Whether this is [`Error::NoSpace`]: the call can be retried once space frees.
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, Error::NoSpace { .. })
     }
 
     pub(crate) fn corruption(
@@ -78,10 +101,16 @@ impl Error {
     }
 }
 
+/// `ENOSPC` or `EDQUOT`.
+pub(crate) fn is_no_space(e: &io::Error) -> bool {
+    const EDQUOT: i32 = 122;
+    e.kind() == io::ErrorKind::StorageFull || e.raw_os_error() == Some(EDQUOT)
+}
+
 impl From<silt_wal::Error> for Error {
     fn from(e: silt_wal::Error) -> Self {
         match e {
-            silt_wal::Error::Io { op, path, source } => Error::Io { op, path, source },
+            silt_wal::Error::Io { op, path, source } => Error::io(op, path, source),
             silt_wal::Error::Corruption {
                 file,
                 offset,
@@ -127,6 +156,17 @@ impl std::fmt::Display for Error {
                 "no column family named {name:?}; create it with Db::create_cf first"
             ),
             Error::Closed => write!(f, "the database is closed"),
+            Error::NoSpace { op, path, source } => {
+                match path {
+                    Some(p) => write!(f, "{op} on {} failed: {source}", p.display())?,
+                    None => write!(f, "{op} failed: {source}")?,
+                }
+                write!(
+                    f,
+                    "; nothing of this call was applied: free space and retry (the database \
+                     recovers by itself)"
+                )
+            }
             Error::Locked { path, holder } => {
                 write!(f, "the database is in use: {} is locked", path.display())?;
                 match holder {
@@ -145,7 +185,7 @@ impl std::fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io { source, .. } => Some(source),
+            Error::Io { source, .. } | Error::NoSpace { source, .. } => Some(source),
             _ => None,
         }
     }

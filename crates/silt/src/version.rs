@@ -72,7 +72,7 @@ impl TableCache {
         })
     }
 
-    fn evict(&self, id: u64) {
+    pub(crate) fn evict(&self, id: u64) {
         self.open.remove(&id);
     }
 }

@@ -483,3 +483,192 @@ fn the_recovery_report_says_what_open_did() {
     assert!(r.set_aside.is_empty(), "{r:?}");
     let _ = Arc::new(());
 }
+
+// ------------------------------------------------------------------------- a full disk
+
+/// A file system that refuses with `ENOSPC` every write that would take new space outside
+/// the log while `full` is set (the log's segments are preallocated, so writing inside
+/// them takes none), like a disk that filled up.
+#[derive(Debug)]
+struct FullFs {
+    sim: Arc<SimFs>,
+    full: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[derive(Debug)]
+struct FullFile {
+    inner: Arc<dyn silt_wal::fs::LogFile>,
+    log: bool,
+    full: Arc<std::sync::atomic::AtomicBool>,
+}
+
+fn enospc() -> std::io::Error {
+    std::io::Error::from_raw_os_error(28)
+}
+
+impl FullFs {
+    fn full(&self, p: &Path) -> bool {
+        self.full.load(std::sync::atomic::Ordering::SeqCst)
+            && !p.components().any(|c| c.as_os_str() == "wal")
+    }
+    fn wrap(&self, p: &Path, f: Arc<dyn silt_wal::fs::LogFile>) -> Arc<dyn silt_wal::fs::LogFile> {
+        Arc::new(FullFile {
+            inner: f,
+            log: p.components().any(|c| c.as_os_str() == "wal"),
+            full: self.full.clone(),
+        })
+    }
+}
+
+impl silt_wal::fs::FileSystem for FullFs {
+    fn create_dir_all(&self, d: &Path) -> std::io::Result<()> {
+        self.sim.create_dir_all(d)
+    }
+    fn list(&self, d: &Path) -> std::io::Result<Vec<PathBuf>> {
+        self.sim.list(d)
+    }
+    fn create(&self, p: &Path) -> std::io::Result<Arc<dyn silt_wal::fs::LogFile>> {
+        if self.full(p) {
+            return Err(enospc());
+        }
+        Ok(self.wrap(p, self.sim.create(p)?))
+    }
+    fn open(&self, p: &Path) -> std::io::Result<Arc<dyn silt_wal::fs::LogFile>> {
+        Ok(self.wrap(p, self.sim.open(p)?))
+    }
+    fn rename(&self, a: &Path, b: &Path) -> std::io::Result<()> {
+        self.sim.rename(a, b)
+    }
+    fn remove(&self, p: &Path) -> std::io::Result<()> {
+        self.sim.remove(p)
+    }
+    fn sync_dir(&self, d: &Path) -> std::io::Result<()> {
+        self.sim.sync_dir(d)
+    }
+    fn lock(&self, p: &Path) -> std::io::Result<Box<dyn silt_wal::fs::FileLock>> {
+        self.sim.lock(p)
+    }
+}
+
+impl silt_wal::fs::LogFile for FullFile {
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        if !self.log && self.full.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(enospc());
+        }
+        self.inner.set_len(len)
+    }
+    fn read_at(&self, buf: &mut [u8], at: u64) -> std::io::Result<()> {
+        self.inner.read_at(buf, at)
+    }
+    fn write_at(&self, bufs: &[&[u8]], at: u64) -> std::io::Result<()> {
+        if !self.log && self.full.load(std::sync::atomic::Ordering::SeqCst) {
+            // Some of the bytes land, as a real short write before ENOSPC would.
+            if let Some(first) = bufs.first() {
+                let n = first.len() / 2;
+                self.inner.write_at(&[&first[..n]], at)?;
+            }
+            return Err(enospc());
+        }
+        self.inner.write_at(bufs, at)
+    }
+    fn write_mapped(&self, bufs: &[&[u8]], at: u64) -> std::io::Result<()> {
+        self.inner.write_mapped(bufs, at)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.inner.sync_data()
+    }
+}
+
+/// Disk full: writes fail with `NoSpace` (not `Poisoned`), nothing acknowledged is lost or
+/// damaged, failed flushes leave no table files behind, and once space frees the engine
+/// works again by itself, without a reopen.
+#[test]
+fn a_full_disk_fails_writes_with_no_space_and_recovers_when_space_frees() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let sim = SimFs::new();
+    let full = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let fs = Arc::new(FullFs {
+        sim: sim.clone(),
+        full: full.clone(),
+    });
+    let open = || {
+        Db::builder("/db")
+            .file_system(fs.clone())
+            .memtable_bytes(16 << 10)
+            .table_target_bytes(16 << 10)
+            .l0_compaction_trigger(2)
+            .immutable_memtables_max(1)
+            .wal_segment_bytes(8 << 20)
+            .open()
+            .unwrap()
+    };
+    let db = open();
+    let mut acked = BTreeMap::new();
+    let mut i = 0u32;
+    for _ in 0..3000 {
+        db.put(&key(i), &value(i, 0)).unwrap();
+        acked.insert(key(i), value(i, 0));
+        i += 1;
+    }
+    full.store(true, SeqCst);
+    let mut refused = 0;
+    for _ in 0..20_000 {
+        match db.put(&key(i), &value(i, 0)) {
+            Ok(()) => {
+                acked.insert(key(i), value(i, 0));
+            }
+            Err(e) => {
+                assert!(e.is_no_space(), "expected NoSpace, got {e:?}");
+                refused += 1;
+                if refused > 20 {
+                    break;
+                }
+            }
+        }
+        i += 1;
+    }
+    assert!(refused > 0, "no write was refused on a full disk");
+    assert_eq!(db.background_error(), None, "a full disk must not poison");
+    for (k, v) in &acked {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
+    // Space frees: the background retries succeed and writes go through again.
+    full.store(false, SeqCst);
+    let start = std::time::Instant::now();
+    loop {
+        match db.put(&key(i), &value(i, 0)) {
+            Ok(()) => {
+                acked.insert(key(i), value(i, 0));
+                break;
+            }
+            Err(e) if e.is_no_space() && start.elapsed().as_secs() < 30 => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            Err(e) => panic!("writes did not recover after space freed: {e}"),
+        }
+    }
+    i += 1;
+    for _ in 0..3000 {
+        db.put(&key(i), &value(i, 0)).unwrap();
+        acked.insert(key(i), value(i, 0));
+        i += 1;
+    }
+    db.flush().unwrap();
+    db.close().unwrap();
+    let db = open();
+    let report = db.recovery_report();
+    assert!(
+        report.set_aside.is_empty() && !report.removed.iter().any(|p| p.starts_with("/db/tables")),
+        "failed jobs left files behind: {report:?}"
+    );
+    let got: BTreeMap<_, _> = db.iter().map(|r| r.unwrap()).collect();
+    assert!(
+        got == acked,
+        "{} keys after reopen, {} acknowledged",
+        got.len(),
+        acked.len()
+    );
+}

@@ -367,9 +367,10 @@ impl Manifest {
     /// # Errors
     ///
     /// `Poisoned` if an earlier call failed an I/O; `InvalidArgument` if an edit does not
-    /// fit the state (nothing written, not poisoned); `Io` if a write, fdatasync, rename or
-    /// directory sync fails — the manifest is then poisoned, and the state is unchanged in
-    /// memory while the edits may or may not be durable.
+    /// fit the state (nothing written, not poisoned); `NoSpace` if a write failed for want
+    /// of space (nothing durable changed, not poisoned: retry); `Io` if a write, fdatasync,
+    /// rename or directory sync fails otherwise — the manifest is then poisoned, and the
+    /// state is unchanged in memory while the edits may or may not be durable.
     pub(crate) fn log_and_apply(&mut self, edits: Vec<Edit>) -> Result<()> {
         if self.poisoned {
             return Err(Error::Poisoned);
@@ -396,8 +397,13 @@ impl Manifest {
         } else {
             self.append(&payload)
         };
-        if written.is_err() {
-            self.poisoned = true;
+        match &written {
+            // A write that failed for want of space wrote no whole record (a partial one
+            // past `end_bytes` is overwritten by the next append, or is a torn tail) and
+            // switched no `CURRENT`: nothing changed, and the call can be retried.
+            Err(e) if e.is_no_space() => {}
+            Err(_) => self.poisoned = true,
+            Ok(()) => {}
         }
         written?;
         self.state = applier.into_state();
@@ -428,7 +434,13 @@ impl Manifest {
     /// and removes the old file.
     fn rewrite(&mut self, state: &ManifestState) -> Result<()> {
         let number = self.number + 1;
-        let (path, file, end_bytes) = write_snapshot_file(&*self.fs, &self.dir, number, state)?;
+        let (path, file, end_bytes) = write_snapshot_file(&*self.fs, &self.dir, number, state)
+            .inspect_err(|e| {
+                if e.is_no_space() {
+                    // Not named by CURRENT: garbage, and it holds space the disk lacks.
+                    let _ = self.fs.remove(&self.dir.join(manifest_name(number)));
+                }
+            })?;
         sync_dir(&*self.fs, &self.dir)?;
         crate::kill_point::hit("manifest: rewrite, new file written, before CURRENT");
         install_current(&*self.fs, &self.dir, number)?;
