@@ -42,7 +42,7 @@ pub use error::{Error, Result};
 pub use format::{max_payload_bytes, MAX_PAYLOAD_BYTES};
 pub use options::{AppendOptions, Options, Preallocate, Strategy, SyncMode};
 pub use recovery::{Reader, Record};
-pub use wal::{RecoveryInfo, Wal, WalStats};
+pub use wal::{Damage, DamageKind, RecoveryInfo, Wal, WalStats};
 
 /// A log sequence number: the byte position of a record in the log. Later records have
 /// larger LSNs.

@@ -70,6 +70,8 @@ pub struct Options {
     pub preallocate: Preallocate,
     /// The file layer: [`OsFs`] for real use, [`crate::fs::SimFs`] in tests.
     pub fs: Arc<dyn FileSystem>,
+    /// The LSN of the first record the caller needs (see [`Options::required_from`]).
+    pub required_from: crate::Lsn,
 }
 
 impl Default for Options {
@@ -80,11 +82,21 @@ impl Default for Options {
             segment_bytes: 64 << 20,
             preallocate: Preallocate::Recycle,
             fs: OsFs::new(),
+            required_from: 0,
         }
     }
 }
 
 impl Options {
+    /// Records below `lsn` are kept elsewhere (an engine's tables): recovery needs only the
+    /// records from `lsn` on. Damage lying wholly below it is skipped, not an error, and
+    /// reported in [`crate::RecoveryInfo::skipped`]; damage that may hide a record at or
+    /// above it is `Corruption` as usual. Default 0: every record is needed.
+    pub fn required_from(mut self, lsn: crate::Lsn) -> Self {
+        self.required_from = lsn;
+        self
+    }
+
     /// Sets the sync mode.
     pub fn sync(mut self, sync: SyncMode) -> Self {
         self.sync = sync;

@@ -1,15 +1,21 @@
 //! Opening a log: finding its segments, walking every record, and deciding whether a bad
-//! record is a torn tail (cut it off, append after it) or lost durable data (`Corruption`).
+//! record is damage the caller does not need (skip it), a torn tail or an unsynced hole (cut
+//! it off, keep its bytes, append after it), or lost durable data (`Corruption`).
 //!
 //! The rules (see `docs/format/wal.md`, "Recovery"):
 //! 1. Walk records from the oldest segment; stop at the first invalid one (zero or unknown
 //!    type, non-zero reserved bytes, wrong segment id or LSN, bad length, bad checksum).
-//! 2. Read ahead over the rest of the log. If any later valid record carries a durable
+//! 2. Below `Options::required_from`, skip a hole that provably hides no needed record
+//!    (`hole_below`), report it, and walk on.
+//! 3. Read ahead over the rest of the log. If any later valid record carries a durable
 //!    watermark above the bad offset, the bad bytes had been synced: fail with
 //!    `Corruption { file, offset }`. Never skip the hole and keep replaying.
-//! 3. Otherwise it is a torn tail: zero it out (so no stale record behind it can ever be
-//!    read after new appends), remove later segments, sync, and append from there.
-//! 4. Sync every remaining segment, so the recovered records are durable before new
+//! 4. Otherwise cut there: keep the non-zero bytes from the cut on in `lost/` (synced)
+//!    before anything is destroyed (`save_tail`), then zero the rest of the segment (so no
+//!    stale record behind it can ever be read after new appends), remove later segments,
+//!    sync, and append from there. Report the cut: a torn tail (no valid record follows)
+//!    or a hole with records after it.
+//! 5. Sync every remaining segment, so the recovered records are durable before new
 //!    records claim them as durable.
 
 use std::collections::BTreeMap;
@@ -24,7 +30,10 @@ use crate::format::{
 use crate::fs::LogFile;
 use crate::options::Options;
 use crate::segment::{parse_segment_name, Segments};
-use crate::wal::RecoveryInfo;
+use crate::wal::{Damage, DamageKind, RecoveryInfo};
+
+/// The directory inside the log's where recovery keeps bytes it cut off.
+pub(crate) const LOST_DIR: &str = "lost";
 
 pub(crate) struct Recovered {
     pub(crate) segments: Segments,
@@ -73,6 +82,8 @@ pub(crate) fn recover(dir: &Path, opts: &Options) -> Result<Recovered> {
                 tail_lsn: tail,
                 records: 0,
                 truncated: None,
+                cut: None,
+                skipped: Vec::new(),
             },
         });
     }
@@ -123,26 +134,73 @@ pub(crate) fn recover(dir: &Path, opts: &Options) -> Result<Recovered> {
         }
     }
 
-    let segments = Segments::new(fs, dir.to_path_buf(), s, opts.preallocate, files, pool);
+    let segments = Segments::new(
+        fs.clone(),
+        dir.to_path_buf(),
+        s,
+        opts.preallocate,
+        files,
+        pool,
+    );
     let first_lsn = first * s + SEGMENT_HEADER_BYTES;
     let mut walker = Walker::new(&segments, first_lsn, u64::MAX);
     let mut records = 0u64;
+    let mut skipped = Vec::new();
+    let mut bad = None;
     let tail = loop {
         match walker.next_record(false)? {
             Step::Record(_) => records += 1,
             Step::End(pos) => break pos,
-            Step::Invalid(pos, _why) => {
-                check_torn_tail(&segments, pos, last)?;
+            Step::Invalid(pos, why, span) => {
+                if pos < opts.required_from {
+                    if let Some(next) = hole_below(&segments, pos, span, opts.required_from, last)?
+                    {
+                        skipped.push(Damage {
+                            kind: DamageKind::RecordsFollow,
+                            file: segments.path(pos / s),
+                            offset: pos % s,
+                            lsn: pos,
+                            reason: why.to_string(),
+                            bytes: next - pos,
+                            records_after: 0,
+                            saved: Vec::new(),
+                        });
+                        walker = Walker::new(&segments, next, u64::MAX);
+                        continue;
+                    }
+                }
+                let after = check_torn_tail(&segments, pos, last)?;
+                bad = Some((why, after));
                 break pos;
             }
         }
     };
     let mut truncated = None;
+    let mut cut = None;
     let tail_seg = tail / s;
     if tail_seg <= last {
-        if let Some(at) = zero_from(&segments, tail)? {
-            truncated = Some((segments.path(tail_seg), at));
+        // Keep the bytes before destroying them: a torn tail of garbage, or records after a
+        // hole, are evidence (issue 10). Zeros are not.
+        let (saved, bytes) = save_tail(&*fs, dir, &segments, tail, last)?;
+        if bytes > 0 {
+            let (why, after) = bad.unwrap_or(("zeros expected after the last record", 0));
+            truncated = Some((segments.path(tail_seg), tail % s));
+            cut = Some(Damage {
+                kind: if after > 0 {
+                    DamageKind::RecordsFollow
+                } else {
+                    DamageKind::TornTail
+                },
+                file: segments.path(tail_seg),
+                offset: tail % s,
+                lsn: tail,
+                reason: why.to_string(),
+                bytes,
+                records_after: after,
+                saved,
+            });
         }
+        zero_from(&segments, tail)?;
         segments.remove_after(tail_seg)?;
     }
     for id in segments.ids() {
@@ -161,21 +219,41 @@ pub(crate) fn recover(dir: &Path, opts: &Options) -> Result<Recovered> {
             tail_lsn: tail,
             records,
             truncated,
+            cut,
+            skipped,
         },
     })
 }
 
-fn corrupt_or_io(e: std::io::Error, path: &Path, offset: u64, what: &str) -> Error {
-    if e.kind() == std::io::ErrorKind::UnexpectedEof {
-        Error::corruption(path.to_path_buf(), offset, what)
-    } else {
-        Error::io("read", Some(path.to_path_buf()), e)
-    }
+/// Where the walk resumes after an invalid record at `bad`, which lies below `required`
+/// (the first LSN the caller needs): the next valid record, if the hole provably holds no
+/// record at or above `required` — the next valid record is at or below it, or the bad
+/// record's own header is intact and ends exactly where the next valid record starts (one
+/// record, starting below `required`, damaged). `None` if the hole may hide a needed
+/// record, or nothing valid follows: the caller applies the usual rules.
+fn hole_below(
+    segments: &Segments,
+    bad: u64,
+    span: Option<u64>,
+    required: u64,
+    last: u64,
+) -> Result<Option<u64>> {
+    let mut next = None;
+    scan_valid(segments, bad, last, |pos, _| {
+        next = Some(pos);
+        false
+    })?;
+    Ok(next.filter(|&n| n <= required || span.is_some_and(|sp| bad + sp == n)))
 }
 
-/// Read-ahead (rule 2): any valid record after `bad` whose durable watermark passed `bad`
-/// proves that durable data was lost.
-fn check_torn_tail(segments: &Segments, bad: u64, last: u64) -> Result<()> {
+/// Calls `visit(lsn, durable watermark)` for every valid record found at an aligned
+/// position after `bad`, in order, until it returns false.
+fn scan_valid(
+    segments: &Segments,
+    bad: u64,
+    last: u64,
+    mut visit: impl FnMut(u64, u64) -> bool,
+) -> Result<()> {
     let s = segments.segment_bytes;
     let mut buf = vec![0u8; s as usize];
     for seg in bad / s..=last {
@@ -201,16 +279,8 @@ fn check_torn_tail(segments: &Segments, bad: u64, last: u64) -> Result<()> {
                         RecordType::Data => &buf[o + RECORD_HEADER_BYTES..][..h.len as usize],
                         RecordType::Padding => &[][..],
                     };
-                    if RecordHeader::verify(&buf[o..], payload) && h.durable > bad {
-                        return Err(Error::corruption(
-                            segments.path(bad / s),
-                            bad % s,
-                            format!(
-                                "invalid record below the durable watermark: the valid record \
-                                 at LSN {pos} shows everything below LSN {} had been synced",
-                                h.durable
-                            ),
-                        ));
+                    if RecordHeader::verify(&buf[o..], payload) && !visit(pos, h.durable) {
+                        return Ok(());
                     }
                 }
             }
@@ -218,6 +288,115 @@ fn check_torn_tail(segments: &Segments, bad: u64, last: u64) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Copies what lies from `tail` to the end of the log into the log directory's `lost/`,
+/// synced, before recovery zeroes it: the rest of the tail segment (up to its last non-zero
+/// byte) as `lost/{segment}.{offset}.tail`, and each later segment holding anything past
+/// its header as `lost/{segment}`. Returns the files written and the bytes kept (0, and no
+/// file, if everything there is zero).
+fn save_tail(
+    fs: &dyn crate::fs::FileSystem,
+    dir: &Path,
+    segments: &Segments,
+    tail: u64,
+    last: u64,
+) -> Result<(Vec<PathBuf>, u64)> {
+    let s = segments.segment_bytes;
+    let lost = dir.join(LOST_DIR);
+    let mut saved = Vec::new();
+    let mut bytes = 0;
+    let mut buf = vec![0u8; s as usize];
+    for seg in tail / s..=last {
+        let Some(f) = segments.existing(seg) else {
+            continue;
+        };
+        let path = segments.path(seg);
+        f.read_at(&mut buf, 0)
+            .map_err(|e| corrupt_or_io(e, &path, 0, "segment is truncated"))?;
+        let from = if seg == tail / s {
+            (tail % s) as usize
+        } else {
+            SEGMENT_HEADER_BYTES as usize
+        };
+        let Some(end) = buf[from..].iter().rposition(|&b| b != 0) else {
+            continue;
+        };
+        let (keep, name) = if seg == tail / s {
+            (
+                &buf[from..from + end + 1],
+                format!("{}.{from}.tail", file_name(&path)),
+            )
+        } else {
+            (&buf[..from + end + 1], file_name(&path))
+        };
+        fs.create_dir_all(&lost)
+            .map_err(|e| Error::io("create directory", Some(lost.clone()), e))?;
+        let mut to = lost.join(&name);
+        let mut n = 0;
+        while fs.open(&to).is_ok() {
+            n += 1;
+            to = lost.join(format!("{name}.{n}"));
+        }
+        let out = fs
+            .create(&to)
+            .map_err(|e| Error::io("create", Some(to.clone()), e))?;
+        out.write_at(&[keep], 0)
+            .map_err(|e| Error::io("pwrite", Some(to.clone()), e))?;
+        out.sync_data()
+            .map_err(|e| Error::io("fdatasync", Some(to.clone()), e))?;
+        bytes += (end + 1) as u64;
+        saved.push(to);
+    }
+    if !saved.is_empty() {
+        fs.sync_dir(&lost)
+            .map_err(|e| Error::io("fsync directory", Some(lost.clone()), e))?;
+        fs.sync_dir(dir)
+            .map_err(|e| Error::io("fsync directory", Some(dir.to_path_buf()), e))?;
+    }
+    Ok((saved, bytes))
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn corrupt_or_io(e: std::io::Error, path: &Path, offset: u64, what: &str) -> Error {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        Error::corruption(path.to_path_buf(), offset, what)
+    } else {
+        Error::io("read", Some(path.to_path_buf()), e)
+    }
+}
+
+/// Read-ahead (rule 2): any valid record after `bad` whose durable watermark passed `bad`
+/// proves that durable data was lost. Otherwise returns how many valid records follow (none:
+/// a torn tail; some: a hole in records that were never synced).
+fn check_torn_tail(segments: &Segments, bad: u64, last: u64) -> Result<u64> {
+    let s = segments.segment_bytes;
+    let mut after = 0;
+    let mut proof = None;
+    scan_valid(segments, bad, last, |pos, durable| {
+        if durable > bad {
+            proof = Some((pos, durable));
+            return false;
+        }
+        after += 1;
+        true
+    })?;
+    if let Some((pos, durable)) = proof {
+        return Err(Error::corruption(
+            segments.path(bad / s),
+            bad % s,
+            format!(
+                "invalid record below the durable watermark: the valid record at LSN {pos} \
+                 shows everything below LSN {durable} had been synced"
+            ),
+        ));
+    }
+    Ok(after)
 }
 
 /// Zeroes every non-zero byte from `tail` to the end of its segment. Returns the file offset
@@ -263,8 +442,9 @@ pub(crate) enum Step {
     Record(Record),
     /// The walk reached `end` (or a segment that does not exist) at this position.
     End(u64),
-    /// The bytes at this position are not a valid record.
-    Invalid(u64, &'static str),
+    /// The bytes at this position are not a valid record; the span its header claims, if
+    /// the header itself is valid (only the payload's checksum failed).
+    Invalid(u64, &'static str, Option<u64>),
 }
 
 /// Walks records in LSN order from a record boundary.
@@ -316,7 +496,7 @@ impl<'a> Walker<'a> {
                 .map_err(|e| corrupt_or_io(e, &path(), off, "segment is truncated"))?;
             let h = match RecordHeader::decode(&self.header, self.pos, seg, room) {
                 Ok(h) => h,
-                Err(why) => return Ok(Step::Invalid(self.pos, why)),
+                Err(why) => return Ok(Step::Invalid(self.pos, why, None)),
             };
             let payload = match h.kind {
                 RecordType::Padding => Vec::new(),
@@ -328,7 +508,11 @@ impl<'a> Walker<'a> {
                 }
             };
             if !RecordHeader::verify(&self.header, &payload) {
-                return Ok(Step::Invalid(self.pos, "record checksum mismatch"));
+                return Ok(Step::Invalid(
+                    self.pos,
+                    "record checksum mismatch",
+                    Some(h.span()),
+                ));
             }
             let lsn = self.pos;
             self.pos += h.span();
@@ -392,7 +576,23 @@ impl Iterator for Reader {
                 Ok(Step::Record(r)) if r.lsn < self.from => continue,
                 Ok(Step::Record(r)) => return Some(Ok(r)),
                 Ok(Step::End(_)) => self.done = true,
-                Ok(Step::Invalid(pos, why)) => {
+                Ok(Step::Invalid(pos, why, span)) => {
+                    if pos < self.from {
+                        // Damage below the first record wanted: skip it as recovery did
+                        // (`hole_below`), if it provably hides no record from `from` on.
+                        let last = self.segments.ids().last().copied().unwrap_or(0);
+                        match hole_below(&self.segments, pos, span, self.from, last) {
+                            Ok(Some(next)) => {
+                                self.pos = next;
+                                continue;
+                            }
+                            Ok(None) => {}
+                            Err(e) => {
+                                self.done = true;
+                                return Some(Err(e));
+                            }
+                        }
+                    }
                     self.done = true;
                     let s = self.segments.segment_bytes;
                     return Some(Err(Error::corruption(self.path_of(pos), pos % s, why)));

@@ -260,6 +260,8 @@ impl Db {
                 .sync(opts.sync)
                 .strategy(opts.strategy)
                 .segment_bytes(opts.wal_segment_bytes)
+                // Records below log start are in tables: damage there loses nothing.
+                .required_from(log_start)
                 .fs(fs.clone()),
         )?;
         let first = wal.recovery().first_lsn;
