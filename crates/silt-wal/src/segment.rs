@@ -165,7 +165,9 @@ impl Segments {
                 let f = self.fs.open(&old).map_err(io("open", &old))?;
                 f.write_at(&[&header], 0).map_err(io("pwrite", &old))?;
                 f.sync_data().map_err(io("fdatasync", &old))?;
+                crate::kill_point::hit("log: recycled segment's new header synced, before rename");
                 self.fs.rename(&old, &path).map_err(io("rename", &old))?;
+                crate::kill_point::hit("log: recycled segment renamed, before directory sync");
                 f
             }
             (_, old) => {
@@ -185,6 +187,7 @@ impl Segments {
                 }
                 f.write_at(&[&header], 0).map_err(io("pwrite", &tmp))?;
                 f.sync_data().map_err(io("fdatasync", &tmp))?;
+                crate::kill_point::hit("log: new segment zero-filled, before rename");
                 self.fs.rename(&tmp, &path).map_err(io("rename", &tmp))?;
                 f
             }
@@ -270,6 +273,7 @@ impl Segments {
                 self.fs
                     .rename(&path, &to)
                     .map_err(|e| Error::io("rename", Some(path.clone()), e))?;
+                crate::kill_point::hit("log: purged segment moved to the pool");
                 prep.pool.push(to);
             } else {
                 self.fs
