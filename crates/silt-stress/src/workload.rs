@@ -332,9 +332,7 @@ impl Worker<'_> {
         let lo = self.key();
         let hi = lo + self.rng.random_range(1..200);
         let reverse = self.rng.random_bool(0.5);
-        let it = self
-            .db
-            .range_cf(h, key_bytes(lo)..key_bytes(hi));
+        let it = self.db.range_cf(h, key_bytes(lo)..key_bytes(hi));
         let items: Vec<_> = if reverse {
             it.rev().collect()
         } else {
