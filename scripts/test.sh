@@ -5,18 +5,29 @@
 # RocksDB), because every adapter is built and tested here (--all-features).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage's wall time, so CI's budget can be watched stage by stage.
+stage_start=$SECONDS
+stage() {
+  if [[ -n "${stage_name:-}" ]]; then
+    echo "-- $stage_name: $((SECONDS - stage_start)) s"
+  fi
+  stage_name="$1"
+  stage_start=$SECONDS
+  echo "== $1"
+}
+trap 'stage done' EXIT
 
-echo "== native dependencies of the benchmark peers"
+stage "native dependencies of the benchmark peers"
 bash scripts/bench-deps.sh
 
-echo "== format and lints"
+stage "format and lints"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
-echo "== loom model of the fill ring and the sync stream"
+stage "loom model of the fill ring and the sync stream"
 # Its own target dir: --cfg loom rebuilds every dependency.
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p silt-wal --lib --release loom
 
-echo "== tests (unit, property, concurrency, power loss, kill -9, fuzz corpus)"
+stage "tests (unit, property, concurrency, power loss, kill -9, fuzz corpus)"
 cargo test --workspace --all-features

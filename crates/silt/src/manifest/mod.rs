@@ -226,9 +226,31 @@ impl Manifest {
         let (path, file, end_bytes) = write_snapshot_file(&*fs, dir, number, &state)?;
         sync_dir(&*fs, dir)?;
         install_current(&*fs, dir, number)?;
-        Ok(Manifest {
+        Ok(Manifest::fresh(
             fs,
-            dir: dir.to_path_buf(),
+            dir.to_path_buf(),
+            number,
+            path,
+            file,
+            end_bytes,
+            state,
+        ))
+    }
+
+    /// A manifest whose file `number` at `path` holds just a snapshot of `state`, ending at
+    /// `end_bytes` (made by `create` or by committing a recovered state).
+    fn fresh(
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        number: u64,
+        path: PathBuf,
+        file: Arc<dyn LogFile>,
+        end_bytes: u64,
+        state: ManifestState,
+    ) -> Manifest {
+        Manifest {
+            fs,
+            dir,
             number,
             path,
             file,
@@ -237,7 +259,7 @@ impl Manifest {
             rewrite_bytes: REWRITE_BYTES_DEFAULT,
             state,
             poisoned: false,
-        })
+        }
     }
 
     /// Opens the manifest of the database in `dir` for appending: [`Manifest::recover`],
@@ -552,18 +574,7 @@ impl Recovered {
         if !out.removed.is_empty() {
             sync_dir(&*fs, &dir)?;
         }
-        let m = Manifest {
-            fs,
-            dir,
-            number,
-            path,
-            file,
-            end_bytes,
-            base_bytes: end_bytes,
-            rewrite_bytes: REWRITE_BYTES_DEFAULT,
-            state: self.state,
-            poisoned: false,
-        };
+        let m = Manifest::fresh(fs, dir, number, path, file, end_bytes, self.state);
         Ok((m, out))
     }
 }
