@@ -2,7 +2,8 @@
 # The project's test command: README.md names it, .ci/run calls it. Beyond the Rust
 # toolchain a fresh machine has (rustup's stable, with rustfmt and clippy) it installs only
 # what the native benchmark peers need (scripts/bench-deps.sh: Debian's libclang-dev for
-# RocksDB), because every adapter is built and tested here (--all-features).
+# RocksDB), because every adapter is built and tested here (--all-features), and it keeps
+# one compiled RocksDB per machine in ~/.cache/silt (scripts/rocksdb-lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each stage's wall time, so CI's budget can be watched stage by stage.
@@ -19,6 +20,8 @@ trap 'stage done' EXIT
 
 stage "native dependencies of the benchmark peers"
 bash scripts/bench-deps.sh
+# RocksDB compiled once per machine, not once per build unit and clone (see the script).
+source scripts/rocksdb-lib.sh
 
 stage "format and lints"
 cargo fmt --all --check

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use hdrhistogram::Histogram;
-use silt_wal::fs::{DelayFs, FileSystem, LogFile, OsFs};
+use silt_vfs::{DelayFs, File, FileSystem, OsFs};
 use silt_wal::{Options, Preallocate, Strategy, SyncMode, Wal};
 
 use crate::output::{json_line, table, CommitResult};
@@ -321,7 +321,7 @@ const FLOOR_FILE_MAX: u64 = 1 << 30;
 /// file is zero-filled to the cell's size and synced before timing, so no commit allocates
 /// blocks or grows the file.
 struct FsyncLoop {
-    file: Arc<dyn LogFile>,
+    file: Arc<dyn File>,
     next: AtomicU64,
     len: u64,
     sync_each: bool,

@@ -42,7 +42,7 @@ pub struct EngineConfig {
     /// Emulated extra device-flush latency per fdatasync, µs (0: none); only where the
     /// engine's file layer can be wrapped.
     pub fsync_delay_us: u64,
-    /// `merged` or `serial` (see `silt_wal::fs::DelayFs`).
+    /// `merged` or `serial` (see `silt_vfs::DelayFs`).
     pub fsync_delay_model: String,
     /// Worker threads that will share the engine (engines with a cache per connection,
     /// SQLite, split `cache_bytes` among them).
@@ -200,7 +200,7 @@ impl SiltEngine {
             })
             .block_cache_bytes(cfg.cache_bytes);
         if cfg.fsync_delay_us > 0 {
-            use silt_wal::fs::{DelayFs, FileSystem, OsFs};
+            use silt_vfs::{DelayFs, FileSystem, OsFs};
             let os: Arc<dyn FileSystem> = OsFs::new();
             let extra = Duration::from_micros(cfg.fsync_delay_us);
             let fs: Arc<dyn FileSystem> = if cfg.fsync_delay_model == "serial" {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use silt::{Db, DbBuilder, Error, SyncMode};
-use silt_wal::fs::{CrashMode, FailOp, FileSystem, SimFs};
+use silt_vfs::{CrashMode, FailOp, FileSystem, SimFs};
 
 use crate::expected::Expected;
 use crate::verify::{ensure_cfs, verify};

@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use silt_vfs::{FileSystem, SimFs};
+
 use crate::format::{RecordHeader, SegmentHeader, RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES};
-use crate::fs::{FileSystem, SimFs};
 use crate::{Error, Options, SyncMode, Wal};
 
 /// Feeds arbitrary bytes to every decoder at every 8-aligned position. Must never panic.

@@ -25,7 +25,6 @@
 
 mod error;
 mod format;
-pub mod fs;
 pub mod kill_point;
 mod options;
 mod recovery;
@@ -48,11 +47,14 @@ pub use wal::{Damage, DamageKind, RecoveryInfo, Wal, WalStats};
 /// larger LSNs.
 pub type Lsn = u64;
 
-/// Decoders and fuzz entry points, exposed for the fuzz targets and tools; not a stable API.
+/// Decoders and fuzz entry points, for the fuzz targets and the corpus replay test (feature
+/// `fuzzing`); not a stable API.
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod decode {
     pub use crate::format::{RecordHeader, RecordType, SegmentHeader};
     pub use crate::fuzzing::{decode_bytes, recover_damaged};
 }
 
+#[cfg(feature = "fuzzing")]
 mod fuzzing;

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::fs::{FileSystem, OsFs};
+use silt_vfs::{FileSystem, OsFs};
 
 /// When an append is acknowledged relative to `fdatasync`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +68,7 @@ pub struct Options {
     pub segment_bytes: u64,
     /// How new segments are preallocated.
     pub preallocate: Preallocate,
-    /// The file layer: [`OsFs`] for real use, [`crate::fs::SimFs`] in tests.
+    /// The file layer: [`OsFs`] for real use, `silt_vfs::SimFs` (feature `sim`) in tests.
     pub fs: Arc<dyn FileSystem>,
     /// The LSN of the first record the caller needs (see [`Options::required_from`]).
     pub required_from: crate::Lsn,

@@ -22,12 +22,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use silt_vfs::File;
+
 use crate::error::{Error, Result};
 use crate::format::{
     RecordHeader, RecordType, SegmentHeader, RECORD_ALIGN, RECORD_HEADER_BYTES,
     SEGMENT_HEADER_BYTES,
 };
-use crate::fs::LogFile;
 use crate::options::Options;
 use crate::segment::{parse_segment_name, Segments};
 use crate::wal::{Damage, DamageKind, RecoveryInfo};
@@ -89,7 +90,7 @@ pub(crate) fn recover(dir: &Path, opts: &Options) -> Result<Recovered> {
     }
 
     // Open every segment and check its header.
-    let mut files: BTreeMap<u64, Arc<dyn LogFile>> = BTreeMap::new();
+    let mut files: BTreeMap<u64, Arc<dyn File>> = BTreeMap::new();
     let mut seg_bytes = None;
     for (id, path) in &ids {
         let f = fs.open(path).map_err(io("open", path))?;
@@ -296,7 +297,7 @@ fn scan_valid(
 /// its header as `lost/{segment}`. Returns the files written and the bytes kept (0, and no
 /// file, if everything there is zero).
 fn save_tail(
-    fs: &dyn crate::fs::FileSystem,
+    fs: &dyn silt_vfs::FileSystem,
     dir: &Path,
     segments: &Segments,
     tail: u64,

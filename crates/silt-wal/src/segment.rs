@@ -18,10 +18,10 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
+use silt_vfs::{File, FileSystem};
 
 use crate::error::{Error, Result};
 use crate::format::{SegmentHeader, SEGMENT_HEADER_BYTES};
-use crate::fs::{FileSystem, LogFile};
 use crate::Preallocate;
 
 /// Zeroes are written in chunks of this size.
@@ -48,7 +48,7 @@ pub(crate) struct Segments {
     pub(crate) dir: PathBuf,
     pub(crate) segment_bytes: u64,
     prealloc: Preallocate,
-    files: RwLock<BTreeMap<u64, Arc<dyn LogFile>>>,
+    files: RwLock<BTreeMap<u64, Arc<dyn File>>>,
     /// Held while a segment is created, purged or removed.
     prep: Mutex<Prep>,
     /// The id the background preparer should create next (`u64::MAX`: none yet), and its
@@ -79,7 +79,7 @@ impl Segments {
         dir: PathBuf,
         segment_bytes: u64,
         prealloc: Preallocate,
-        files: BTreeMap<u64, Arc<dyn LogFile>>,
+        files: BTreeMap<u64, Arc<dyn File>>,
         pool: Vec<PathBuf>,
     ) -> Self {
         // Continue after the highest serial found, not from the pool's size: after purges
@@ -112,7 +112,7 @@ impl Segments {
     }
 
     /// The open segment `id`, creating it if it does not exist yet.
-    pub(crate) fn get(&self, id: u64) -> Result<Arc<dyn LogFile>> {
+    pub(crate) fn get(&self, id: u64) -> Result<Arc<dyn File>> {
         if let Some(f) = self.files.read().get(&id) {
             return Ok(f.clone());
         }
@@ -121,7 +121,7 @@ impl Segments {
     }
 
     /// The open segment `id` if it exists.
-    pub(crate) fn existing(&self, id: u64) -> Option<Arc<dyn LogFile>> {
+    pub(crate) fn existing(&self, id: u64) -> Option<Arc<dyn File>> {
         self.files.read().get(&id).cloned()
     }
 
@@ -130,7 +130,7 @@ impl Segments {
         self.files.read().keys().copied().collect()
     }
 
-    fn create_locked(&self, prep: &mut Prep, id: u64) -> Result<Arc<dyn LogFile>> {
+    fn create_locked(&self, prep: &mut Prep, id: u64) -> Result<Arc<dyn File>> {
         if let Some(f) = self.files.read().get(&id) {
             return Ok(f.clone());
         }
@@ -146,7 +146,7 @@ impl Segments {
         })
     }
 
-    fn create_file(&self, prep: &mut Prep, id: u64) -> Result<Arc<dyn LogFile>> {
+    fn create_file(&self, prep: &mut Prep, id: u64) -> Result<Arc<dyn File>> {
         let path = self.path(id);
         let io = |op: &'static str, p: &Path| {
             let p = p.to_path_buf();

@@ -199,12 +199,7 @@ pub(crate) enum WriteVia {
 }
 
 impl WriteVia {
-    fn write(
-        self,
-        file: &dyn crate::fs::LogFile,
-        bufs: &[&[u8]],
-        offset: u64,
-    ) -> std::io::Result<()> {
+    fn write(self, file: &dyn silt_vfs::File, bufs: &[&[u8]], offset: u64) -> std::io::Result<()> {
         match self {
             WriteVia::Mapped => file.write_mapped(bufs, offset),
             WriteVia::Pwrite => file.write_at(bufs, offset),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use common::*;
 use proptest::prelude::*;
-use silt_wal::fs::{FileSystem, SimFs};
+use silt_vfs::{FileSystem, SimFs};
 use silt_wal::{Error, Options, SyncMode, Wal};
 
 const DIR: &str = "/log";

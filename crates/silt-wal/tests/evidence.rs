@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use silt_wal::fs::{FileSystem, SimFs};
+use silt_vfs::{FileSystem, SimFs};
 use silt_wal::{DamageKind, Error, Options, SyncMode, Wal};
 
 const DIR: &str = "/log";
@@ -243,5 +243,5 @@ fn damage_that_may_hide_a_needed_record_is_corruption() {
 }
 
 fn clone(src: &Arc<SimFs>) -> Arc<SimFs> {
-    src.crash(silt_wal::fs::CrashMode::KeepAll, 0)
+    src.crash(silt_vfs::CrashMode::KeepAll, 0)
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use silt_wal::fs::{FailOp, FileSystem, SimFs};
+use silt_vfs::{FailOp, FileSystem, SimFs};
 use silt_wal::{Error, Options, Strategy, SyncMode, Wal};
 
 const DIR: &str = "/log";

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::*;
 use rand::{Rng, SeedableRng};
-use silt_wal::fs::{CrashMode, FileSystem, SimFs};
+use silt_vfs::{CrashMode, FileSystem, SimFs};
 use silt_wal::{AppendOptions, Options, Strategy, SyncMode, Wal};
 
 const DIR: &str = "/log";

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 
-use silt_wal::fs::{FileSystem, LogFile, OsFs};
+use silt_vfs::{File, FileSystem, OsFs};
 use silt_wal::{Options, Wal};
 
 const SEG: u64 = 64 << 10;
@@ -54,11 +54,11 @@ impl FileSystem for Wrap {
         v.reverse();
         Ok(v)
     }
-    fn create(&self, p: &Path) -> io::Result<Arc<dyn LogFile>> {
+    fn create(&self, p: &Path) -> io::Result<Arc<dyn File>> {
         self.alive()?;
         self.os.create(p)
     }
-    fn open(&self, p: &Path) -> io::Result<Arc<dyn LogFile>> {
+    fn open(&self, p: &Path) -> io::Result<Arc<dyn File>> {
         self.alive()?;
         self.os.open(p)
     }
@@ -78,7 +78,7 @@ impl FileSystem for Wrap {
         self.alive()?;
         self.os.sync_dir(d)
     }
-    fn lock(&self, p: &Path) -> io::Result<Box<dyn silt_wal::fs::FileLock>> {
+    fn lock(&self, p: &Path) -> io::Result<Box<dyn silt_vfs::FileLock>> {
         self.os.lock(p)
     }
 }
@@ -155,7 +155,7 @@ fn a_crash_while_reusing_a_pool_file_leaves_an_openable_log() {
 
 #[test]
 fn a_failed_segment_preparation_poisons_the_log_and_says_why() {
-    use silt_wal::fs::{FailOp, SimFs};
+    use silt_vfs::{FailOp, SimFs};
     let fs = SimFs::new();
     let wal = Wal::open("/log", Options::default().segment_bytes(SEG).fs(fs.clone())).unwrap();
     assert_eq!(wal.poison_cause(), None);

@@ -36,7 +36,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
-use silt_wal::fs::{FileLock, FileSystem, OsFs};
+use silt_vfs::{FileLock, FileSystem, OsFs};
 use silt_wal::{AppendOptions, Wal};
 
 use crate::batch::{self, WriteBatch};
@@ -699,7 +699,9 @@ impl Db {
     }
 
     /// Every stored entry of `key` in `cf`, per source (memtables, then tables by level),
-    /// for diagnostics: `"L{level} t{id}: seqno kind"`. Not a stable interface.
+    /// for diagnostics: `"L{level} t{id}: seqno kind"`. Feature `testing`; not a stable
+    /// interface.
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn debug_entries(&self, cf: &ColumnFamily, key: &[u8]) -> Vec<String> {
         let sv = self.inner.super_version();
@@ -1318,7 +1320,7 @@ impl DbInner {
     pub(crate) fn create_table(
         &self,
         new: &mut NewTables<'_>,
-    ) -> Result<(u64, PathBuf, Arc<dyn silt_wal::fs::LogFile>)> {
+    ) -> Result<(u64, PathBuf, Arc<dyn silt_vfs::File>)> {
         let id = self.alloc_table_id()?;
         let path = self.tables_dir.join(table_file_name(id));
         let file = self

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use silt_wal::fs::{FileSystem, LogFile, SimFs};
+use silt_vfs::{File, FileSystem, SimFs};
 
 use crate::batch;
 use crate::cache::BlockCache;
@@ -456,7 +456,7 @@ fn table_seeds() -> Vec<(String, Vec<u8>)> {
     ]
 }
 
-fn read_all(f: &dyn LogFile) -> Vec<u8> {
+fn read_all(f: &dyn File) -> Vec<u8> {
     let mut buf = vec![0u8; f.len().expect("SimFs len") as usize];
     f.read_at(&mut buf, 0).expect("SimFs read");
     buf

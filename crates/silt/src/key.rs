@@ -72,6 +72,7 @@ pub fn trailer(seqno: Seqno, kind: u8) -> [u8; TRAILER_BYTES] {
 }
 
 /// Builds an internal key.
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn make_internal(user_key: &[u8], seqno: Seqno, kind: Kind) -> Vec<u8> {
     let mut k = Vec::with_capacity(user_key.len() + TRAILER_BYTES);
     k.extend_from_slice(user_key);
@@ -124,6 +125,7 @@ pub fn user_key(ikey: &[u8]) -> &[u8] {
 
 /// The seqno of an internal key. REQUIRES: `ikey.len() >= TRAILER_BYTES`.
 #[inline]
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn seqno(ikey: &[u8]) -> Seqno {
     let t: [u8; 8] = ikey[ikey.len() - TRAILER_BYTES..]
         .try_into()

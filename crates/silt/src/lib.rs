@@ -28,10 +28,13 @@ mod cache;
 mod compaction;
 mod db;
 mod error;
+/// Decoders' fuzz entry points for the fuzz targets and the corpus replay test (feature
+/// `fuzzing`); not a stable API.
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod iter;
-pub mod key;
+mod key;
 mod lost;
 mod manifest;
 mod memtable;
@@ -50,9 +53,14 @@ pub struct ReadmeDoctests;
 pub use batch::{WriteBatch, MAX_VALUE_BYTES};
 pub use db::{ColumnFamily, Db, LevelStats, Snapshot, Stats, DEFAULT_CF};
 pub use error::{Error, Result};
+pub use key::MAX_KEY_BYTES;
 pub use open::RecoveryReport;
 pub use options::{DbBuilder, Strategy, SyncMode, WriteOptions};
 pub use read::{Cursor, Entry, Iter};
+/// The file layer every file of a database goes through; [`DbBuilder::file_system`] takes
+/// one. `vfs::OsFs` is the default; tests use the power-loss simulator `SimFs` (feature
+/// `sim` of `silt-vfs`).
+pub use silt_vfs as vfs;
 /// White-box crash points for stress tests; see `silt_wal::kill_point` and the cargo feature
 /// `kill-points`.
 pub use silt_wal::kill_point;

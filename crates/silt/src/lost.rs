@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use silt_wal::fs::FileSystem;
+use silt_vfs::FileSystem;
 
 use crate::error::{Error, Result};
 

@@ -21,7 +21,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use silt_wal::fs::{FileLock, FileSystem};
+use silt_vfs::{FileLock, FileSystem};
 
 use crate::error::{Error, Result};
 use crate::manifest::ManifestState;

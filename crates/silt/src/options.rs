@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use silt_wal::fs::FileSystem;
+use silt_vfs::FileSystem;
 pub use silt_wal::{Strategy, SyncMode};
 
 use crate::error::Result;
@@ -192,8 +192,19 @@ impl DbBuilder {
         self
     }
 
-    /// The file layer (tests use `silt_wal::fs::SimFs` to simulate power loss).
-    #[doc(hidden)]
+    /// The file layer every file of the database (log segments, tables, manifest, `CURRENT`,
+    /// `LOCK`) goes through, as Pebble's `Options.FS` or LevelDB's `Env`. Default
+    /// [`crate::vfs::OsFs`]. Tests pass `silt_vfs::SimFs` (feature `sim`) to simulate power
+    /// loss and I/O errors; the benchmarks pass `silt_vfs::DelayFs` (feature `delay`) to
+    /// model a slower device.
+    ///
+    /// ```
+    /// use silt::vfs::{FileSystem, OsFs};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let fs: std::sync::Arc<dyn FileSystem> = OsFs::new();
+    /// let db = silt::Db::builder(dir.path()).file_system(fs).open().unwrap();
+    /// # drop(db);
+    /// ```
     pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
         self.fs = Some(fs);
         self

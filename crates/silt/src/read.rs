@@ -560,7 +560,7 @@ mod tests {
     /// strictly ordered.
     #[test]
     fn sources_iterate_the_same_both_ways() {
-        let fs = silt_wal::fs::SimFs::new();
+        let fs = silt_vfs::SimFs::new();
         let db = Db::builder("/db")
             .file_system(fs)
             .memtable_bytes(8 << 10)

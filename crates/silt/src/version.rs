@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 
-use silt_wal::fs::FileSystem;
+use silt_vfs::FileSystem;
 
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use silt::{Db, SyncMode};
-use silt_wal::fs::{CrashMode, FileSystem, SimFs};
+use silt_vfs::{CrashMode, FileSystem, SimFs};
 
 fn open(fs: &Arc<SimFs>) -> Db {
     let fs: Arc<dyn FileSystem> = fs.clone();

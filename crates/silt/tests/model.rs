@@ -12,7 +12,7 @@ use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use silt::{ColumnFamily, Compression, Db, Snapshot, SyncMode, WriteBatch, WriteOptions};
-use silt_wal::fs::{CrashMode, SimFs};
+use silt_vfs::{CrashMode, SimFs};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -133,7 +133,7 @@ impl World {
                     .collect();
                 if let Some(k) = extra.first().or(missing.first()).or(changed.first()) {
                     let ks = format!("{k:?}");
-                    for l in self.db.debug_entries(&self.cf(name), k) {
+                    for l in debug_entries(&self.db, &self.cf(name), k) {
                         eprintln!("  entry {l}");
                     }
                     for l in self
@@ -282,7 +282,7 @@ impl World {
                             "forward count {fwd}; get {:?}",
                             self.db.get_cf(&cf, k).map(|v| v.map(|v| v.len()))
                         );
-                        for l in self.db.debug_entries(&cf, k) {
+                        for l in debug_entries(&self.db, &cf, k) {
                             eprintln!("  entry {l}");
                         }
                     }
@@ -536,7 +536,7 @@ fn run(seed: u64, ops: usize) {
                 .get(cfname)
                 .and_then(|m| m.get(k.as_bytes()).cloned());
             if got != want {
-                for l in w.db.debug_entries(&cf, k.as_bytes()) {
+                for l in debug_entries(&w.db, &cf, k.as_bytes()) {
                     eprintln!("  entry {l}");
                 }
                 panic!(
@@ -547,7 +547,7 @@ fn run(seed: u64, ops: usize) {
             }
             eprintln!(
                 "step {step} {k}: {:?}",
-                w.db.debug_entries(&cf, k.as_bytes())
+                debug_entries(&w.db, &cf, k.as_bytes())
             );
         }
     }
@@ -614,4 +614,16 @@ fn model_reaches_deep_levels() {
     );
     let got: Model = db.range::<&[u8], _>(..).rev().map(|r| r.unwrap()).collect();
     assert!(got == m);
+}
+
+/// Every stored entry of `key`, for a failure's diagnostics (`Db::debug_entries`, feature
+/// `testing`, which `scripts/test.sh` turns on with `--all-features`).
+fn debug_entries(db: &Db, cf: &silt::ColumnFamily, key: &[u8]) -> Vec<String> {
+    #[cfg(feature = "testing")]
+    return db.debug_entries(cf, key);
+    #[cfg(not(feature = "testing"))]
+    {
+        let _ = (db, cf, key);
+        vec!["(run with --features testing to list the stored entries)".into()]
+    }
 }

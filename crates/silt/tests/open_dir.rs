@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use silt::{Db, Error, SyncMode, WriteOptions};
-use silt_wal::fs::{FailOp, SimFs};
+use silt_vfs::{FailOp, SimFs};
 
 const CHILD_ENV: &str = "SILT_OPEN_DIR_CHILD";
 
@@ -497,7 +497,7 @@ struct FullFs {
 
 #[derive(Debug)]
 struct FullFile {
-    inner: Arc<dyn silt_wal::fs::LogFile>,
+    inner: Arc<dyn silt_vfs::File>,
     log: bool,
     full: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -511,7 +511,7 @@ impl FullFs {
         self.full.load(std::sync::atomic::Ordering::SeqCst)
             && !p.components().any(|c| c.as_os_str() == "wal")
     }
-    fn wrap(&self, p: &Path, f: Arc<dyn silt_wal::fs::LogFile>) -> Arc<dyn silt_wal::fs::LogFile> {
+    fn wrap(&self, p: &Path, f: Arc<dyn silt_vfs::File>) -> Arc<dyn silt_vfs::File> {
         Arc::new(FullFile {
             inner: f,
             log: p.components().any(|c| c.as_os_str() == "wal"),
@@ -520,20 +520,20 @@ impl FullFs {
     }
 }
 
-impl silt_wal::fs::FileSystem for FullFs {
+impl silt_vfs::FileSystem for FullFs {
     fn create_dir_all(&self, d: &Path) -> std::io::Result<()> {
         self.sim.create_dir_all(d)
     }
     fn list(&self, d: &Path) -> std::io::Result<Vec<PathBuf>> {
         self.sim.list(d)
     }
-    fn create(&self, p: &Path) -> std::io::Result<Arc<dyn silt_wal::fs::LogFile>> {
+    fn create(&self, p: &Path) -> std::io::Result<Arc<dyn silt_vfs::File>> {
         if self.full(p) {
             return Err(enospc());
         }
         Ok(self.wrap(p, self.sim.create(p)?))
     }
-    fn open(&self, p: &Path) -> std::io::Result<Arc<dyn silt_wal::fs::LogFile>> {
+    fn open(&self, p: &Path) -> std::io::Result<Arc<dyn silt_vfs::File>> {
         Ok(self.wrap(p, self.sim.open(p)?))
     }
     fn rename(&self, a: &Path, b: &Path) -> std::io::Result<()> {
@@ -545,12 +545,12 @@ impl silt_wal::fs::FileSystem for FullFs {
     fn sync_dir(&self, d: &Path) -> std::io::Result<()> {
         self.sim.sync_dir(d)
     }
-    fn lock(&self, p: &Path) -> std::io::Result<Box<dyn silt_wal::fs::FileLock>> {
+    fn lock(&self, p: &Path) -> std::io::Result<Box<dyn silt_vfs::FileLock>> {
         self.sim.lock(p)
     }
 }
 
-impl silt_wal::fs::LogFile for FullFile {
+impl silt_vfs::File for FullFile {
     fn len(&self) -> std::io::Result<u64> {
         self.inner.len()
     }

@@ -15,16 +15,16 @@
 //!    is cut off (and the cut synced) before anything is appended.
 //! 4. After a failed write, fdatasync, rename or directory sync the manifest is poisoned:
 //!    it never writes again, and every later `log_and_apply` returns `Poisoned`.
-//! 5. All I/O goes through [`FileSystem`] / [`LogFile`], so `SimFs` crash tests cover it.
+//! 5. All I/O goes through [`FileSystem`] / [`File`], so `SimFs` crash tests cover it.
 
 mod edit;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use silt_wal::fs::{FileSystem, LogFile};
+use silt_vfs::{File, FileSystem};
 
 use crate::error::{Error, Result};
 use crate::table_meta::TableMeta;
@@ -162,7 +162,7 @@ pub(crate) struct Manifest {
     /// The number of the live manifest file.
     number: u64,
     path: PathBuf,
-    file: Arc<dyn LogFile>,
+    file: Arc<dyn File>,
     /// The end of the last valid record: where the next one goes.
     end_bytes: u64,
     /// The size of the file right after its snapshot was written.
@@ -244,7 +244,7 @@ impl Manifest {
         dir: PathBuf,
         number: u64,
         path: PathBuf,
-        file: Arc<dyn LogFile>,
+        file: Arc<dyn File>,
         end_bytes: u64,
         state: ManifestState,
     ) -> Manifest {
@@ -432,9 +432,10 @@ impl Manifest {
         Ok(())
     }
 
-    /// The id of every table the manifest references (to delete orphan table files at
-    /// open).
-    pub(crate) fn live_table_ids(&self) -> BTreeSet<u64> {
+    /// The id of every table the manifest references (tests and the fuzz target check
+    /// them).
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn live_table_ids(&self) -> std::collections::BTreeSet<u64> {
         self.state.table_ids().collect()
     }
 
@@ -627,7 +628,7 @@ fn record_header(offset: u64, payload: &[u8]) -> [u8; RECORD_HEADER_BYTES as usi
 /// `Ok(Err(reason))` if not; `Err` only for an I/O failure. The length is checked against
 /// the limit and against the bytes left in the file before anything is allocated.
 fn read_record(
-    file: &dyn LogFile,
+    file: &dyn File,
     path: &Path,
     at: u64,
     file_bytes: u64,
@@ -664,7 +665,7 @@ fn read_record(
 /// before `from` is damage in the middle of the log, not a torn last append. (After a
 /// crash during an append, only bytes of that one record can follow the valid prefix, and
 /// those never validate as a record of their own: the checksum covers the offset.)
-fn valid_record_after(file: &dyn LogFile, path: &Path, from: u64, file_bytes: u64) -> Result<bool> {
+fn valid_record_after(file: &dyn File, path: &Path, from: u64, file_bytes: u64) -> Result<bool> {
     if from + RECORD_HEADER_BYTES >= file_bytes {
         return Ok(false);
     }
@@ -685,13 +686,13 @@ fn valid_record_after(file: &dyn LogFile, path: &Path, from: u64, file_bytes: u6
     Ok(false)
 }
 
-fn read_at(file: &dyn LogFile, path: &Path, buf: &mut [u8], at: u64) -> Result<()> {
+fn read_at(file: &dyn File, path: &Path, buf: &mut [u8], at: u64) -> Result<()> {
     file.read_at(buf, at)
         .map_err(|e| Error::io("read manifest", Some(path.to_path_buf()), e))
 }
 
 /// Checks the 24-byte header of manifest `number`.
-fn check_file_header(file: &dyn LogFile, path: &Path, file_bytes: u64, number: u64) -> Result<()> {
+fn check_file_header(file: &dyn File, path: &Path, file_bytes: u64, number: u64) -> Result<()> {
     if file_bytes < FILE_HEADER_BYTES {
         return Err(Error::corruption(
             path,
@@ -747,7 +748,7 @@ fn write_snapshot_file(
     dir: &Path,
     number: u64,
     state: &ManifestState,
-) -> Result<(PathBuf, Arc<dyn LogFile>, u64)> {
+) -> Result<(PathBuf, Arc<dyn File>, u64)> {
     let mut payload = Vec::new();
     edit::encode(&state.snapshot(), &mut payload);
     check_record_size(&payload)?;
@@ -866,11 +867,12 @@ fn sync_dir(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
     use std::sync::Mutex;
 
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
-    use silt_wal::fs::{CrashMode, FailOp, SimFs};
+    use silt_vfs::{CrashMode, FailOp, SimFs};
 
     use super::edit::tests::table;
     use super::*;
@@ -1452,7 +1454,7 @@ mod tests {
     struct TapFile {
         sim: Arc<SimFs>,
         log: Arc<Mutex<TapLog>>,
-        file: Arc<dyn LogFile>,
+        file: Arc<dyn File>,
     }
 
     impl Tap {
@@ -1460,7 +1462,7 @@ mod tests {
             self.log.lock().unwrap().image(&self.sim);
         }
 
-        fn wrap(&self, file: Arc<dyn LogFile>) -> Arc<dyn LogFile> {
+        fn wrap(&self, file: Arc<dyn File>) -> Arc<dyn File> {
             Arc::new(TapFile {
                 sim: self.sim.clone(),
                 log: self.log.clone(),
@@ -1476,11 +1478,11 @@ mod tests {
         fn list(&self, d: &Path) -> io::Result<Vec<PathBuf>> {
             self.sim.list(d)
         }
-        fn create(&self, p: &Path) -> io::Result<Arc<dyn LogFile>> {
+        fn create(&self, p: &Path) -> io::Result<Arc<dyn File>> {
             self.before();
             Ok(self.wrap(self.sim.create(p)?))
         }
-        fn open(&self, p: &Path) -> io::Result<Arc<dyn LogFile>> {
+        fn open(&self, p: &Path) -> io::Result<Arc<dyn File>> {
             Ok(self.wrap(self.sim.open(p)?))
         }
         fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -1495,7 +1497,7 @@ mod tests {
             self.before();
             self.sim.sync_dir(d)
         }
-        fn lock(&self, p: &Path) -> io::Result<Box<dyn silt_wal::fs::FileLock>> {
+        fn lock(&self, p: &Path) -> io::Result<Box<dyn silt_vfs::FileLock>> {
             self.sim.lock(p)
         }
     }
@@ -1506,7 +1508,7 @@ mod tests {
         }
     }
 
-    impl LogFile for TapFile {
+    impl File for TapFile {
         fn len(&self) -> io::Result<u64> {
             self.file.len()
         }

@@ -15,7 +15,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use silt_wal::fs::LogFile;
+use silt_vfs::File;
 
 use super::block::BlockBuilder;
 use super::bloom::{bloom_hash, BloomBuilder};
@@ -58,7 +58,7 @@ impl Default for TableOptions {
 pub(crate) struct TableBuilder {
     id: u64,
     path: PathBuf,
-    file: Arc<dyn LogFile>,
+    file: Arc<dyn File>,
     opts: TableOptions,
     data_block: BlockBuilder,
     index_block: BlockBuilder,
@@ -92,7 +92,7 @@ impl TableBuilder {
     pub(crate) fn new(
         id: u64,
         path: PathBuf,
-        file: Arc<dyn LogFile>,
+        file: Arc<dyn File>,
         opts: &TableOptions,
     ) -> TableBuilder {
         TableBuilder {
@@ -380,8 +380,8 @@ mod tests {
 
     #[test]
     fn add_rejects_unsorted_and_malformed_keys() {
-        let fs = silt_wal::fs::SimFs::new();
-        use silt_wal::fs::FileSystem;
+        let fs = silt_vfs::SimFs::new();
+        use silt_vfs::FileSystem;
         fs.create_dir_all(std::path::Path::new("/t")).unwrap();
         let path = PathBuf::from("/t/1.sst");
         let f = fs.create(&path).unwrap();

@@ -15,7 +15,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use silt_wal::fs::LogFile;
+use silt_vfs::File;
 
 use super::block::{Block, BlockIter};
 use super::bloom::Bloom;
@@ -36,7 +36,7 @@ pub(crate) struct Table {
     path: PathBuf,
     /// The same path, shared with every block for its errors.
     path_arc: Arc<Path>,
-    file: Arc<dyn LogFile>,
+    file: Arc<dyn File>,
     cache: Arc<BlockCache>,
     size_bytes: u64,
     /// Offset of the footer: every block must end at or before it.
@@ -52,7 +52,7 @@ impl Table {
     pub(crate) fn open(
         id: u64,
         path: PathBuf,
-        file: Arc<dyn LogFile>,
+        file: Arc<dyn File>,
         cache: Arc<BlockCache>,
     ) -> Result<Arc<Table>> {
         let size_bytes = file
@@ -234,7 +234,7 @@ impl Table {
 /// Reads, checks and decodes the block at `handle` of a table whose footer starts at
 /// `footer_offset`.
 fn read_block(
-    file: &dyn LogFile,
+    file: &dyn File,
     path: &Path,
     footer_offset: u64,
     handle: BlockHandle,
@@ -259,7 +259,7 @@ fn read_block(
 
 /// `read_at` with a short file reported as corruption (the table was measured at open, so
 /// missing bytes mean it was cut behind our back).
-fn read_exact(file: &dyn LogFile, path: &Path, buf: &mut [u8], offset: u64) -> Result<()> {
+fn read_exact(file: &dyn File, path: &Path, buf: &mut [u8], offset: u64) -> Result<()> {
     file.read_at(buf, offset).map_err(|e| {
         if e.kind() == io::ErrorKind::UnexpectedEof {
             Error::corruption(
@@ -506,7 +506,7 @@ mod tests {
     use proptest::prelude::*;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
-    use silt_wal::fs::{FileSystem, SimFs};
+    use silt_vfs::{FileSystem, SimFs};
     use std::cmp::Ordering;
     use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 

@@ -1,15 +1,15 @@
 //! [`OsFs`]: the real file layer.
 //!
-//! Writes go through `pwritev` ([`LogFile::write_at`]) or, for [`LogFile::write_mapped`], a
+//! Writes go through `pwritev` ([`File::write_at`]) or, for [`File::write_mapped`], a
 //! `memcpy` into a shared (`MAP_SHARED`) mapping of the file. A store into a shared mapping
 //! lands in the same page cache that `pwrite` fills, so it is "in the OS" as soon as the copy
 //! ends: a process crash cannot lose it, and `fdatasync` on the file makes it durable. The
 //! mapping saves one system call per commit when the log does not sync.
 //!
 //! Caveat of mappings: if another process truncates a mapped file, a store into the lost
-//! range raises `SIGBUS`. The log owns its directory; nothing else should write there.
+//! range raises `SIGBUS`. The engine owns its directory; nothing else should write there.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{self as stdfs, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -18,7 +18,7 @@ use std::sync::Arc;
 use memmap2::MmapRaw;
 use parking_lot::RwLock;
 
-use super::{FileLock, FileSystem, LogFile};
+use crate::{File, FileLock, FileSystem};
 
 /// The operating system's file system.
 #[derive(Debug, Default)]
@@ -48,7 +48,7 @@ impl FileSystem for OsFs {
         Ok(out)
     }
 
-    fn create(&self, path: &Path) -> io::Result<Arc<dyn LogFile>> {
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn File>> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -58,7 +58,7 @@ impl FileSystem for OsFs {
         Ok(Arc::new(OsFile::new(file)))
     }
 
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn LogFile>> {
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn File>> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         Ok(Arc::new(OsFile::new(file)))
     }
@@ -72,7 +72,7 @@ impl FileSystem for OsFs {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        File::open(dir)?.sync_all()
+        stdfs::File::open(dir)?.sync_all()
     }
 
     /// `flock(LOCK_EX | LOCK_NB)`, as LevelDB and RocksDB lock their `LOCK` file. The lock
@@ -104,13 +104,13 @@ impl FileSystem for OsFs {
 
 /// A held `flock`: closing the file releases it.
 #[derive(Debug)]
-struct OsLock(#[allow(dead_code)] File);
+struct OsLock(#[allow(dead_code)] stdfs::File);
 
 impl FileLock for OsLock {}
 
-/// An open file and, once [`LogFile::write_mapped`] was used, a shared mapping of it.
+/// An open file and, once [`File::write_mapped`] was used, a shared mapping of it.
 struct OsFile {
-    file: File,
+    file: stdfs::File,
     /// The mapping covers the file's length at the time it was made; `set_len` drops it.
     map: RwLock<Option<MmapRaw>>,
 }
@@ -122,7 +122,7 @@ impl std::fmt::Debug for OsFile {
 }
 
 impl OsFile {
-    fn new(file: File) -> Self {
+    fn new(file: stdfs::File) -> Self {
         OsFile {
             file,
             map: RwLock::new(None),
@@ -140,8 +140,8 @@ impl OsFile {
         }
         let mut at = offset as usize;
         for b in bufs {
-            // SAFETY: `at..at + b.len()` lies inside the mapping (checked above). The log
-            // gives each writer a disjoint byte range, so no two threads copy to the same
+            // SAFETY: `at..at + b.len()` lies inside the mapping (checked above). The caller
+            // (the log) gives each writer a disjoint byte range, so no two threads copy to the same
             // bytes, and nothing in this process holds a Rust reference into the mapping.
             unsafe {
                 std::ptr::copy_nonoverlapping(b.as_ptr(), map.as_mut_ptr().add(at), b.len());
@@ -152,7 +152,7 @@ impl OsFile {
     }
 }
 
-impl LogFile for OsFile {
+impl File for OsFile {
     fn len(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
     }

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::{FileSystem, LogFile};
+use crate::{File, FileSystem};
 
 /// The emulated device's flush queue.
 #[derive(Debug, Default)]
@@ -106,7 +106,7 @@ impl DelayFs {
         })
     }
 
-    fn wrap(&self, f: Arc<dyn LogFile>) -> Arc<dyn LogFile> {
+    fn wrap(&self, f: Arc<dyn File>) -> Arc<dyn File> {
         Arc::new(DelayFile {
             inner: f,
             extra: self.extra,
@@ -122,10 +122,10 @@ impl FileSystem for DelayFs {
     fn list(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
         self.inner.list(dir)
     }
-    fn create(&self, path: &Path) -> io::Result<Arc<dyn LogFile>> {
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn File>> {
         Ok(self.wrap(self.inner.create(path)?))
     }
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn LogFile>> {
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn File>> {
         Ok(self.wrap(self.inner.open(path)?))
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -137,19 +137,19 @@ impl FileSystem for DelayFs {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.inner.sync_dir(dir)
     }
-    fn lock(&self, path: &Path) -> io::Result<Box<dyn super::FileLock>> {
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn crate::FileLock>> {
         self.inner.lock(path)
     }
 }
 
 #[derive(Debug)]
 struct DelayFile {
-    inner: Arc<dyn LogFile>,
+    inner: Arc<dyn File>,
     extra: Duration,
     device: Arc<Device>,
 }
 
-impl LogFile for DelayFile {
+impl File for DelayFile {
     fn len(&self) -> io::Result<u64> {
         self.inner.len()
     }

@@ -51,7 +51,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{FileLock, FileSystem, LogFile};
+use crate::{File, FileLock, FileSystem};
 
 /// The unit in which [`CrashMode::Sectors`] persists writes and [`CrashMode::Tear`] fills
 /// garbage.
@@ -84,13 +84,13 @@ pub enum CrashMode {
 /// The kinds of call that [`SimFs::fail_nth`] can make fail and [`SimFs::op_count`] counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FailOp {
-    /// [`LogFile::sync_data`].
+    /// [`File::sync_data`].
     Sync,
-    /// [`LogFile::write_at`], [`LogFile::write_mapped`] and [`LogFile::set_len`].
+    /// [`File::write_at`], [`File::write_mapped`] and [`File::set_len`].
     Write,
     /// [`FileSystem::sync_dir`].
     SyncDir,
-    /// Every call of [`FileSystem`] and [`LogFile`] except `list`, `len`, `is_empty` and
+    /// Every call of [`FileSystem`] and [`File`] except `list`, `len`, `is_empty` and
     /// `read_at`.
     Any,
 }
@@ -494,7 +494,7 @@ impl SimFs {
     }
 
     /// A new handle to `ino`; the caller holds the lock as `st`.
-    fn handle(&self, st: &mut State, ino: Ino) -> Arc<dyn LogFile> {
+    fn handle(&self, st: &mut State, ino: Ino) -> Arc<dyn File> {
         st.inode_mut(ino).handles += 1;
         Arc::new(SimFile {
             state: self.state.clone(),
@@ -577,7 +577,7 @@ impl FileSystem for SimFs {
             .collect())
     }
 
-    fn create(&self, path: &Path) -> io::Result<Arc<dyn LogFile>> {
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn File>> {
         let mut st = self.state.lock();
         st.call(FailOp::Any)?;
         let path = norm(path);
@@ -590,7 +590,7 @@ impl FileSystem for SimFs {
         Ok(self.handle(&mut st, ino))
     }
 
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn LogFile>> {
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn File>> {
         let mut st = self.state.lock();
         st.call(FailOp::Any)?;
         let ino = *st.live.get(&norm(path)).ok_or(io::ErrorKind::NotFound)?;
@@ -706,7 +706,7 @@ impl SimFile {
     }
 }
 
-impl LogFile for SimFile {
+impl File for SimFile {
     fn len(&self) -> io::Result<u64> {
         Ok(self.state.lock().inode_mut(self.ino).live.len() as u64)
     }
@@ -788,7 +788,7 @@ mod tests {
         read_file(&*f)
     }
 
-    fn read_file(f: &dyn LogFile) -> Vec<u8> {
+    fn read_file(f: &dyn File) -> Vec<u8> {
         let mut b = vec![0; f.len().unwrap() as usize];
         f.read_at(&mut b, 0).unwrap();
         b
@@ -807,7 +807,7 @@ mod tests {
     }
 
     /// A durable, synced, empty file `/d/a`.
-    fn durable_file(fs: &SimFs) -> Arc<dyn LogFile> {
+    fn durable_file(fs: &SimFs) -> Arc<dyn File> {
         let f = fs.create(&p("/d/a")).unwrap();
         f.sync_data().unwrap();
         fs.sync_dir(&p("/d")).unwrap();
@@ -928,7 +928,7 @@ mod tests {
 
     /// `/d/a` durable and empty, then `n` unsynced writes of 100 bytes of value `i + 1` at
     /// offset `i * 100`.
-    fn hundred_byte_writes(n: u8) -> (Arc<SimFs>, Arc<dyn LogFile>) {
+    fn hundred_byte_writes(n: u8) -> (Arc<SimFs>, Arc<dyn File>) {
         let fs = fs_with_dir();
         let f = durable_file(&fs);
         for i in 0..n {

@@ -1,38 +1,54 @@
-//! The file layer between the log and the operating system.
+//! `silt-vfs`: the file layer between silt's storage (the write-ahead log, the tables, the
+//! manifest) and the operating system.
 //!
-//! The log never calls the OS directly: it goes through [`FileSystem`] and [`LogFile`], so a
-//! test can swap in [`SimFs`], which keeps unsynced writes apart from durable ones and can
-//! "lose power" (drop, keep a prefix of, or tear unsynced writes) or fail the N-th call.
+//! Nothing in silt calls the OS's file API directly: it goes through [`FileSystem`] and
+//! [`File`], so a test can swap in `SimFs` (feature `sim`), which keeps unsynced writes
+//! apart from durable ones and can "lose power" (drop, keep a prefix of, or tear unsynced
+//! writes) or fail the N-th call. Pebble's `vfs` package and LevelDB's `Env` are the same
+//! idea.
 //!
-//! Implementations: [`OsFs`] (the real one: `pwritev`, `fdatasync`, and a shared memory
-//! mapping for [`LogFile::write_mapped`]), [`SimFs`] (tests), and [`DelayFs`], a wrapper that
-//! makes every `fdatasync` take longer so a slow device can be studied on a fast one.
+//! Implementations:
+//!
+//! * [`OsFs`]: the real one (`pwritev`, `fdatasync`, `flock`, and a shared memory mapping for
+//!   [`File::write_mapped`]);
+//! * `SimFs` (feature `sim`): the crash and I/O-error simulator the tests run on;
+//! * `DelayFs` (feature `delay`): a wrapper that makes every `fdatasync` take longer, so a
+//!   slow device can be studied on a fast one (the benchmarks' `--fsync-delay-us`).
+//!
+//! This crate owns the file abstraction only; it knows nothing about logs, tables or
+//! manifests, and depends on no other silt crate.
+
+#![warn(missing_docs)]
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+#[cfg(feature = "delay")]
 mod delay;
 mod os;
+#[cfg(feature = "sim")]
 mod sim;
 
+#[cfg(feature = "delay")]
 pub use delay::DelayFs;
 pub use os::OsFs;
+#[cfg(feature = "sim")]
 pub use sim::{CrashMode, FailOp, SimFs};
 
-/// A directory tree of log files.
+/// A directory tree of files.
 ///
-/// All paths are absolute or relative to the process's working directory, as given to
-/// [`crate::Wal::open`].
+/// All paths are absolute or relative to the process's working directory, as the caller
+/// gave them.
 pub trait FileSystem: Send + Sync + std::fmt::Debug + 'static {
     /// Creates `dir` and its parents if missing.
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// The paths of the regular files directly inside `dir`.
     fn list(&self, dir: &Path) -> io::Result<Vec<PathBuf>>;
     /// Creates a new, empty file (fails if it exists) opened for reading and writing.
-    fn create(&self, path: &Path) -> io::Result<Arc<dyn LogFile>>;
+    fn create(&self, path: &Path) -> io::Result<Arc<dyn File>>;
     /// Opens an existing file for reading and writing.
-    fn open(&self, path: &Path) -> io::Result<Arc<dyn LogFile>>;
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn File>>;
     /// Renames `from` to `to`, replacing `to` if it exists. Durable once the directory is synced.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Removes a file. Durable once the directory is synced.
@@ -49,12 +65,12 @@ pub trait FileSystem: Send + Sync + std::fmt::Debug + 'static {
 /// A held [`FileSystem::lock`]; dropping it releases the lock.
 pub trait FileLock: Send + Sync + std::fmt::Debug {}
 
-/// An open log file.
+/// An open file.
 ///
 /// Every method may be called from many threads at once; writes to disjoint ranges do not
 /// interfere. A write is "in the OS" when the call returns (a process crash does not lose it);
-/// it is durable after a later [`LogFile::sync_data`] returns `Ok`.
-pub trait LogFile: Send + Sync + std::fmt::Debug {
+/// it is durable after a later [`File::sync_data`] returns `Ok`.
+pub trait File: Send + Sync + std::fmt::Debug {
     /// The file's length in bytes.
     fn len(&self) -> io::Result<u64>;
     /// Whether the file is empty.
@@ -68,7 +84,7 @@ pub trait LogFile: Send + Sync + std::fmt::Debug {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     /// Writes all of `bufs`, one after another, starting at `offset` (one `pwritev`).
     fn write_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()>;
-    /// Like [`LogFile::write_at`], but may copy into a shared memory mapping of the file
+    /// Like [`File::write_at`], but may copy into a shared memory mapping of the file
     /// instead of making a system call. The bytes must lie inside the current length.
     /// The result is equally "in the OS": a process crash does not lose it.
     fn write_mapped(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
