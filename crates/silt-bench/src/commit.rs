@@ -11,11 +11,11 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use hdrhistogram::Histogram;
 use silt_vfs::{DelayFs, File, FileSystem, OsFs};
 use silt_wal::{Options, Preallocate, Strategy, SyncMode, Wal};
 
 use crate::output::{json_line, table, CommitResult};
+use crate::stats::{latency_histogram, list_of, split};
 
 /// Flags of `silt-bench commit`. Names are a contract: add, never rename.
 #[derive(Args, Debug, Clone)]
@@ -103,30 +103,19 @@ struct Cell {
     preallocate: Preallocate,
 }
 
-fn list<T: std::str::FromStr>(s: &str, what: &str) -> Result<Vec<T>, String> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|x| !x.is_empty())
-        .map(|x| {
-            x.parse()
-                .map_err(|_| format!("--{what}: cannot parse {x:?}"))
-        })
-        .collect()
-}
-
 fn cells(a: &CommitArgs) -> Result<Vec<Cell>, String> {
     let mut out = Vec::new();
-    let tasks: Vec<usize> = list(&a.tasks, "tasks")?;
+    let tasks: Vec<usize> = list_of(&a.tasks, "tasks")?;
     let threads: Vec<usize> = match &a.threads {
-        Some(t) => list(t, "threads")?,
+        Some(t) => list_of(t, "threads")?,
         None if tasks.is_empty() => vec![1, 8],
         None => vec![],
     };
-    let sizes: Vec<usize> = list(&a.record_bytes, "record-bytes")?;
-    let syncs: Vec<String> = list(&a.sync, "sync")?;
-    let strategies: Vec<String> = list(&a.strategies, "strategies")?;
+    let sizes: Vec<usize> = list_of(&a.record_bytes, "record-bytes")?;
+    let syncs: Vec<String> = list_of(&a.sync, "sync")?;
+    let strategies: Vec<String> = list_of(&a.strategies, "strategies")?;
     let mut preallocs = Vec::new();
-    for p in list::<String>(&a.preallocate, "preallocate")? {
+    for p in list_of::<String>(&a.preallocate, "preallocate")? {
         preallocs.push(match p.as_str() {
             "zero" => Preallocate::ZeroFill,
             "recycle" => Preallocate::Recycle,
@@ -272,10 +261,6 @@ fn payload(len: usize, seed: u64) -> Vec<u8> {
             x as u8
         })
         .collect()
-}
-
-fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 120_000_000_000, 3).expect("valid bounds")
 }
 
 /// What one caller measured.
@@ -467,7 +452,7 @@ fn run_cell(
             .map_err(|e| format!("close {}: {e}", dir.display()))?;
     }
 
-    let mut hist = histogram();
+    let mut hist = latency_histogram();
     let mut ops = 0;
     for p in parts {
         for ns in p.lat_ns {
@@ -513,13 +498,6 @@ fn run_cell(
         repeat,
         date: date.into(),
     })
-}
-
-/// `ops` commits split over `callers`: the first `ops % callers` callers do one more, so a
-/// cell does exactly `ops` commits.
-fn split(ops: u64, callers: usize) -> Vec<u64> {
-    let n = callers as u64;
-    (0..n).map(|i| ops / n + u64::from(i < ops % n)).collect()
 }
 
 fn expired(start: Instant, deadline: Option<Duration>) -> bool {
@@ -672,13 +650,6 @@ mod tests {
         let d = today();
         assert_eq!(d.len(), 10);
         assert!(d.starts_with("20"));
-    }
-
-    #[test]
-    fn ops_split_exactly() {
-        assert_eq!(split(200, 3), vec![67, 67, 66]);
-        assert_eq!(split(1000, 1000).iter().sum::<u64>(), 1000);
-        assert_eq!(split(2, 4), vec![1, 1, 0, 0]);
     }
 
     #[test]

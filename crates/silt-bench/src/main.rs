@@ -15,6 +15,7 @@ mod engine;
 mod output;
 mod report;
 mod run;
+mod stats;
 mod suite;
 mod sysstat;
 

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use comfy_table::{presets::ASCII_MARKDOWN, Table};
 use serde::{Deserialize, Serialize};
 
+use crate::stats::{fmt_opt, median, median_of};
+
 /// One measured cell. Field names are a contract (`--format json`): add, never rename.
 #[derive(Clone, Debug, Serialize)]
 pub struct CommitResult {
@@ -52,16 +54,6 @@ pub fn json_line(r: &CommitResult) -> String {
     serde_json::to_string(r).expect("a result serializes")
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// A markdown table with one row per cell: medians over repeats (of every column
 /// separately), in first-run order.
 pub fn table(results: &[CommitResult]) -> String {
@@ -93,7 +85,7 @@ pub fn table(results: &[CommitResult]) -> String {
     ]);
     for k in order {
         let g = &groups[&k];
-        let m = |f: fn(&CommitResult) -> f64| median(g.iter().map(|r| f(r)).collect());
+        let m = |f: fn(&CommitResult) -> f64| median(g.iter().map(|r| f(r))).unwrap_or(f64::NAN);
         let callers = if k.3 > 0 {
             format!("{} tasks ({})", k.3, g[0].async_mode)
         } else {
@@ -334,15 +326,6 @@ pub fn csv_row(r: &EngineResult) -> String {
         .join(",")
 }
 
-fn median_opt(v: Vec<Option<f64>>) -> Option<f64> {
-    let v: Vec<f64> = v.into_iter().flatten().collect();
-    (!v.is_empty()).then(|| median(v))
-}
-
-fn fmt_opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
-    v.map_or_else(|| "–".to_string(), f)
-}
-
 /// Thousands separators for a rounded count.
 pub fn grouped(x: f64) -> String {
     let s = format!("{:.0}", x.abs());
@@ -436,7 +419,7 @@ pub fn engine_table(results: &[EngineResult]) -> String {
             t.add_row(row);
             continue;
         }
-        let m = |f: fn(&EngineResult) -> Option<f64>| median_opt(ok.iter().map(|r| f(r)).collect());
+        let m = |f: fn(&EngineResult) -> Option<f64>| median_of(ok.iter().map(|r| f(r)));
         t.add_row(vec![
             k.0.clone(),
             k.1.clone(),
@@ -555,11 +538,5 @@ mod tests {
         );
         assert!(row.ends_with(",\"{\"\"a\"\":1}\",,,,,,,"), "{row}");
         assert!(engine_table(&[r]).contains("fillseq"));
-    }
-
-    #[test]
-    fn median_of_odd_and_even() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
     }
 }

@@ -21,6 +21,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::output::{grouped, EngineResult};
+use crate::stats::{fmt_opt, median_of, MISSING};
 
 /// `silt-bench report DIR`: the markdown report and SVG charts of a directory of results.
 #[derive(clap::Args, Debug, Clone)]
@@ -266,7 +267,7 @@ struct Figures {
 
 impl Figures {
     fn of(rows: &[&EngineResult]) -> Figures {
-        let m = |f: fn(&EngineResult) -> Option<f64>| median(rows.iter().map(|r| f(r)));
+        let m = |f: fn(&EngineResult) -> Option<f64>| median_of(rows.iter().map(|r| f(r)));
         Figures {
             runs: rows.len(),
             ops_per_sec: m(|r| r.ops_per_sec),
@@ -280,21 +281,6 @@ impl Figures {
             space_amp: m(|r| r.space_amp),
         }
     }
-}
-
-/// The median of the finite values, `None` without any.
-fn median(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
-    let mut v: Vec<f64> = values.flatten().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
 }
 
 /// Engines in this order after the baseline (silt first when it is not the baseline); any
@@ -409,12 +395,6 @@ struct Skipped {
     batch: Option<String>,
     threads: Option<String>,
     amplification: Option<String>,
-}
-
-const MISSING: &str = "—";
-
-fn fmt_opt(v: Option<f64>, f: fn(f64) -> String) -> String {
-    v.map_or_else(|| MISSING.to_string(), f)
 }
 
 fn fmt_rate(x: f64) -> String {
@@ -1898,12 +1878,6 @@ mod tests {
         assert_eq!(si(10f64.powf(2.0)), "100");
         assert_eq!(si(2_000_000.0), "2M");
         assert_eq!(si(0.25), "0.25");
-        assert_eq!(
-            median([Some(3.0), None, Some(1.0), Some(2.0)].into_iter()),
-            Some(2.0)
-        );
-        assert_eq!(median([Some(4.0), Some(1.0)].into_iter()), Some(2.5));
-        assert_eq!(median([None].into_iter()), None);
         assert_eq!(engine_colour("silt"), RGBColor(31, 119, 180));
         assert_eq!(engine_colour("zeta"), engine_colour("zeta"));
     }

@@ -79,6 +79,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::{self, Engine, EngineConfig};
 use crate::output::{csv_header, csv_row, engine_json_line, engine_table, EngineResult};
+use crate::stats::{latency_histogram, names, split};
 use crate::sysstat;
 
 /// Flags of `silt-bench run`. Names are a contract: add, never rename.
@@ -527,7 +528,7 @@ fn resolve(name: &str, a: &RunArgs) -> Result<(Workload, Option<&'static str>, R
 
 /// `--workloads` as a list, with `seeds` expanded to every seed workload.
 fn workload_names(a: &RunArgs) -> Vec<String> {
-    list(&a.workloads)
+    names(&a.workloads)
         .into_iter()
         .flat_map(|w| {
             if w == "seeds" {
@@ -670,12 +671,6 @@ fn slice(num: u64, threads: usize, t: usize) -> (u64, u64) {
     (lo, hi)
 }
 
-/// `ops` split over `threads`: the first `ops % threads` do one more.
-fn split(ops: u64, threads: usize) -> Vec<u64> {
-    let n = threads as u64;
-    (0..n).map(|i| ops / n + u64::from(i < ops % n)).collect()
-}
-
 /// Writes key `idx` into `out` (`out.len()` = key bytes).
 fn make_key(idx: u64, out: &mut [u8]) {
     let be = idx.to_be_bytes();
@@ -759,14 +754,6 @@ fn permutation(num: u64, seed: u64) -> impl Iterator<Item = u64> {
 
 // ------------------------------------------------------------------------------ parent
 
-fn list(s: &str) -> Vec<String> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|x| !x.is_empty())
-        .map(String::from)
-        .collect()
-}
-
 fn validate(a: &RunArgs) -> Result<(), String> {
     if !["table", "json", "csv"].contains(&a.format.as_str()) {
         return Err(format!(
@@ -786,7 +773,7 @@ fn validate(a: &RunArgs) -> Result<(), String> {
     if a.range_size == 0 || a.reads == Some(0) {
         return Err("--range-size and --reads must be positive".into());
     }
-    for b in list(&a.batch) {
+    for b in names(&a.batch) {
         match b.parse::<usize>() {
             Ok(n) if n > 0 => {}
             _ => return Err(format!("--batch: {b:?} is not a positive count")),
@@ -802,12 +789,12 @@ fn validate(a: &RunArgs) -> Result<(), String> {
     if a.fsync_delay_model != "merged" && a.fsync_delay_model != "serial" {
         return Err("--fsync-delay-model: merged or serial".into());
     }
-    for s in list(&a.sync) {
+    for s in names(&a.sync) {
         if s != "none" && s != "full" {
             return Err(format!("--sync: unknown mode {s:?} (none, full)"));
         }
     }
-    for t in list(&a.threads) {
+    for t in names(&a.threads) {
         match t.parse::<usize>() {
             Ok(n) if n > 0 => {}
             _ => return Err(format!("--threads: {t:?} is not a positive count")),
@@ -822,7 +809,8 @@ fn validate(a: &RunArgs) -> Result<(), String> {
     if a.read_percent > 100 {
         return Err("--read-percent must be in 0..=100".into());
     }
-    if list(&a.engines).is_empty() || list(&a.workloads).is_empty() || list(&a.batch).is_empty() {
+    if names(&a.engines).is_empty() || names(&a.workloads).is_empty() || names(&a.batch).is_empty()
+    {
         return Err("--engines, --workloads and --batch must name at least one".into());
     }
     Ok(())
@@ -948,14 +936,14 @@ pub fn run_matrix(
     each: &mut dyn FnMut(&EngineResult),
 ) -> Result<Vec<EngineResult>, String> {
     validate(a)?;
-    let engines = list(&a.engines);
+    let engines = names(&a.engines);
     let workloads = workload_names(a);
-    let syncs = list(&a.sync);
-    let threads: Vec<usize> = list(&a.threads)
+    let syncs = names(&a.sync);
+    let threads: Vec<usize> = names(&a.threads)
         .iter()
         .map(|t| t.parse().expect("validated"))
         .collect();
-    let batches: Vec<usize> = list(&a.batch)
+    let batches: Vec<usize> = names(&a.batch)
         .iter()
         .map(|b| b.parse().expect("validated"))
         .collect();
@@ -1163,11 +1151,6 @@ pub fn cell(c: CellArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn histogram() -> Histogram<u64> {
-    // ns, 1 ns .. 10 min, 3 significant figures.
-    Histogram::new_with_bounds(1, 600_000_000_000, 3).expect("valid bounds")
-}
-
 /// What the timed phase shares between workers.
 struct Ctx<'a> {
     engine: &'a dyn Engine,
@@ -1349,7 +1332,7 @@ fn ycsb_op(w: Workload, u: f64) -> Op {
 }
 
 fn worker_inner(ctx: &Ctx<'_>, t: usize, quota: u64, barrier: &Barrier) -> Result<Part, String> {
-    let mut hist = histogram();
+    let mut hist = latency_histogram();
     let mut keys = ctx.keygen(t);
     let kb = ctx.key_bytes;
     let mut keybuf = vec![0u8; kb * ctx.batch];
@@ -1791,7 +1774,7 @@ fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
     drop(ctx);
     engine.close()?;
 
-    let mut hist = histogram();
+    let mut hist = latency_histogram();
     let mut ops = 0;
     let mut found = 0;
     for p in &parts {
