@@ -222,7 +222,7 @@ pub(crate) fn compaction_loop(w: Weak<DbInner>) {
                         continue;
                     }
                     Err(e) => {
-                        db.poison(format!("compaction failed: {e}"));
+                        db.poison("compaction failed", &e);
                         return;
                     }
                 }

@@ -99,6 +99,48 @@ impl Error {
     pub(crate) fn invalid(msg: impl Into<String>) -> Self {
         Error::InvalidArgument(msg.into())
     }
+
+    /// A copy of this error with the same kind and fields, for an error that must be
+    /// reported more than once (the failure that poisoned the database is returned by
+    /// `close` and kept for [`crate::Db::background_error`]). `io::Error` is not `Clone`:
+    /// the copy keeps its OS error code, or else its kind and message.
+    pub(crate) fn duplicate(&self) -> Error {
+        fn io_copy(e: &io::Error) -> io::Error {
+            match e.raw_os_error() {
+                Some(code) => io::Error::from_raw_os_error(code),
+                None => io::Error::new(e.kind(), e.to_string()),
+            }
+        }
+        match self {
+            Error::Io { op, path, source } => Error::Io {
+                op,
+                path: path.clone(),
+                source: io_copy(source),
+            },
+            Error::NoSpace { op, path, source } => Error::NoSpace {
+                op,
+                path: path.clone(),
+                source: io_copy(source),
+            },
+            Error::Corruption {
+                file,
+                offset,
+                reason,
+            } => Error::Corruption {
+                file: file.clone(),
+                offset: *offset,
+                reason: reason.clone(),
+            },
+            Error::Poisoned => Error::Poisoned,
+            Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
+            Error::ColumnFamilyNotFound(n) => Error::ColumnFamilyNotFound(n.clone()),
+            Error::Closed => Error::Closed,
+            Error::Locked { path, holder } => Error::Locked {
+                path: path.clone(),
+                holder: *holder,
+            },
+        }
+    }
 }
 
 /// `ENOSPC` or `EDQUOT`.

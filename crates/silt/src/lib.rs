@@ -38,7 +38,6 @@ mod key;
 mod lost;
 mod manifest;
 mod memtable;
-mod open;
 mod options;
 mod read;
 mod sstable;
@@ -51,10 +50,9 @@ mod version;
 pub struct ReadmeDoctests;
 
 pub use batch::{WriteBatch, MAX_VALUE_BYTES};
-pub use db::{ColumnFamily, Db, LevelStats, Snapshot, Stats, DEFAULT_CF};
+pub use db::{ColumnFamily, Db, LevelStats, Read, RecoveryReport, Snapshot, Stats, DEFAULT_CF};
 pub use error::{Error, Result};
 pub use key::MAX_KEY_BYTES;
-pub use open::RecoveryReport;
 pub use options::{DbBuilder, Strategy, SyncMode, WriteOptions};
 pub use read::{Cursor, Entry, Iter};
 /// The file layer every file of a database goes through; [`DbBuilder::file_system`] takes

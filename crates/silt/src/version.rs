@@ -142,6 +142,34 @@ impl CfVersion {
         let i = tables.partition_point(|t| t.user_largest() < user_key);
         tables.get(i).filter(|t| t.user_smallest() <= user_key)
     }
+
+    /// The newest entry of `user_key` below `snapshot` in this column family's tables: level
+    /// 0 newest first (each table after a key-range check; the table's bloom filter is
+    /// checked inside), then the one table per deeper level that may hold the key. The first
+    /// found decides, because level 0's tables own disjoint seqno ranges, newest first, and
+    /// each level is newer than the one below (level-0 compactions take all of level 0).
+    /// As LevelDB's `Version::Get`.
+    pub(crate) fn get(
+        &self,
+        user_key: &[u8],
+        snapshot: key::Seqno,
+    ) -> Result<Option<(key::Kind, Vec<u8>)>> {
+        for t in &self.levels[0] {
+            if t.user_smallest() <= user_key && user_key <= t.user_largest() {
+                if let Some((kind, _, v)) = t.table()?.get(user_key, snapshot)? {
+                    return Ok(Some((kind, v)));
+                }
+            }
+        }
+        for level in 1..LEVELS {
+            if let Some(t) = self.find_in_level(level, user_key) {
+                if let Some((kind, _, v)) = t.table()?.get(user_key, snapshot)? {
+                    return Ok(Some((kind, v)));
+                }
+            }
+        }
+        Ok(None)
+    }
 }
 
 /// A consistent view of every column family's tables.

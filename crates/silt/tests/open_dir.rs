@@ -418,8 +418,61 @@ fn a_failed_fdatasync_is_reported_by_background_error_and_close() {
     let why = db.background_error().expect("the poisoning and its cause");
     assert!(why.contains("fdatasync") || why.contains("sync"), "{why}");
     let e = db.close().expect_err("close must report the poisoning");
-    let msg = e.to_string();
-    assert!(msg.contains("poisoned") && msg.contains(&why), "{msg}");
+    // The failure itself, with its kind: the failed fdatasync is `Io`.
+    assert!(matches!(e, Error::Io { .. }), "{e:?}");
+    assert!(why.ends_with(&e.to_string()), "{why} / {e}");
+}
+
+/// Issue 11: a corruption that background work finds stays `Corruption` (naming the table)
+/// all the way to `close`, instead of becoming `Io { op: "background work" }`.
+#[test]
+fn a_corruption_found_by_compaction_reaches_close_as_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = |trigger: usize| {
+        Db::builder(dir.path())
+            .memtable_bytes(1 << 20)
+            .block_size_bytes(256)
+            .l0_compaction_trigger(trigger)
+            .l0_stall_tables(10_000)
+    };
+    let db = opts(10_000).open().unwrap();
+    for round in 0..2u32 {
+        for i in 0..200u32 {
+            db.put(format!("key{i:05}").as_bytes(), &[round as u8; 40])
+                .unwrap();
+        }
+        db.flush().unwrap();
+    }
+    db.close().unwrap();
+    // Damage the first data block of the oldest table: open checks footers, not data.
+    let mut tables: Vec<_> = std::fs::read_dir(dir.path().join("tables"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .collect();
+    tables.sort();
+    assert_eq!(tables.len(), 2, "{tables:?}");
+    let mut bytes = std::fs::read(&tables[0]).unwrap();
+    bytes[40] ^= 0x5a;
+    std::fs::write(&tables[0], &bytes).unwrap();
+
+    // Two level-0 tables reach the trigger: the background compaction reads the damage.
+    let db = opts(2).open().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while db.background_error().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the compaction never failed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let why = db.background_error().unwrap();
+    assert!(why.starts_with("compaction failed: corruption"), "{why}");
+    assert!(matches!(db.put(b"x", b"y"), Err(Error::Poisoned)));
+    match db.close() {
+        Err(Error::Corruption { file, .. }) => assert_eq!(file, tables[0]),
+        other => panic!("close must return the compaction's Corruption: {other:?}"),
+    }
 }
 
 #[test]

@@ -1,0 +1,336 @@
+//! Flushing frozen memtables to level-0 tables (invariant W3 in `db/mod.rs`), the table-id
+//! reservation, and the user's `flush` and `compact_range`.
+
+use super::*;
+
+impl Db {
+    // ---------------------------------------------------------------- maintenance
+
+    /// Writes the memtable to a table and waits for it (and any older frozen memtable).
+    ///
+    /// # Errors
+    ///
+    /// `Io`/`Corruption`/`Poisoned` from the flush.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.check_writable()?;
+        self.inner.rotate(true);
+        // Wait for the memtables frozen until now, not for ones frozen later by writers.
+        let upto = self.inner.sv.read().mems[0].first_seqno();
+        self.inner.wait_flushed(upto)
+    }
+
+    /// Compacts every table of the default column family overlapping `range` down to the
+    /// last level, dropping overwritten values and tombstones no snapshot needs. Flushes
+    /// first, so what was written before the call is compacted too.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::flush`].
+    pub fn compact_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<()> {
+        self.compact_range_cf(&self.default_cf(), range)
+    }
+
+    /// [`Db::compact_range`] in column family `cf`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::flush`].
+    pub fn compact_range_cf<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        cf: &ColumnFamily,
+        range: R,
+    ) -> Result<()> {
+        self.flush()?;
+        let b = Bounds::from_range(range);
+        crate::compaction::compact_range(&self.inner, cf.id, &b)
+    }
+}
+
+impl DbInner {
+    /// Handles the result of a manifest write: on success installs the new version; on
+    /// failure poisons the database (the manifest is poisoned too).
+    pub(crate) fn after_manifest(&self, st: &mut State, r: Result<()>) -> Result<()> {
+        match r {
+            Ok(()) => {
+                let v = Arc::new(st.builder.build(st.manifest.state()));
+                let mut sv = self.sv.write();
+                *sv = Arc::new(SuperVersion {
+                    mems: sv.mems.clone(),
+                    version: v,
+                });
+                Ok(())
+            }
+            Err(e) if e.is_no_space() => Err(e),
+            Err(e) => {
+                self.poison("manifest write failed", &e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Waits until every frozen memtable holding seqnos below `upto` is flushed.
+    pub(super) fn wait_flushed(&self, upto: Seqno) -> Result<()> {
+        loop {
+            if self.poisoned.load(SeqCst) {
+                return Err(Error::Poisoned);
+            }
+            if self.sv.read().mems[1..]
+                .iter()
+                .all(|m| m.first_seqno() >= upto)
+            {
+                return Ok(());
+            }
+            self.notify_bg();
+            let mut g = self.bg_lock.lock();
+            self.bg_cv.wait_for(&mut g, Duration::from_millis(2));
+        }
+    }
+
+    /// A new table id, durably reserved in the manifest before it is handed out
+    /// (invariant O1 of `db/dir.rs`): ids are reserved [`TABLE_ID_RESERVE`] at a time.
+    ///
+    /// # Errors
+    ///
+    /// `Io`/`Poisoned` if the reservation could not be made durable (the database is then
+    /// poisoned).
+    pub(crate) fn alloc_table_id(&self) -> Result<u64> {
+        let id = self.next_table_id.fetch_add(1, SeqCst);
+        if id < self.table_ids_reserved.load(SeqCst) {
+            return Ok(id);
+        }
+        let mut st = self.state.lock();
+        if id >= st.manifest.state().next_table_id {
+            let r = st
+                .manifest
+                .log_and_apply(vec![Edit::NextTableId(id.saturating_add(TABLE_ID_RESERVE))]);
+            if let Err(e) = r {
+                if !e.is_no_space() {
+                    self.poison("manifest write failed", &e);
+                }
+                return Err(e);
+            }
+        }
+        self.table_ids_reserved
+            .fetch_max(st.manifest.state().next_table_id, SeqCst);
+        Ok(id)
+    }
+
+    /// Writes one table per column family from `mem` (entries with seqno below
+    /// `boundary`), then records them and `log_start = boundary` in the manifest.
+    pub(super) fn flush_memtable(&self, mem: &Arc<Memtable>, boundary: Seqno) -> Result<()> {
+        let live_cfs: Vec<u32> = {
+            let st = self.state.lock();
+            st.manifest.state().cfs.keys().copied().collect()
+        };
+        let mut edits = Vec::new();
+        let mut bytes = 0;
+        let mut new = NewTables::new(self);
+        for cf in mem.cfs() {
+            if !live_cfs.contains(&cf) {
+                continue; // dropped
+            }
+            let mut it = mem.iter(cf);
+            it.seek_to_first();
+            let (meta, n) = self.write_table(&mut it, &mut new)?;
+            if let Some(m) = meta {
+                debug_assert!(n > 0);
+                bytes += m.size_bytes;
+                edits.push(Edit::AddTable {
+                    cf,
+                    level: 0,
+                    meta: m,
+                });
+            }
+        }
+        if !edits.is_empty() {
+            self.sync_tables_dir()?;
+        }
+        // The log must be durable up to the boundary before the manifest says replay starts
+        // there: otherwise a crash could cut the log below the boundary, and new writes
+        // would get seqnos (LSNs) below data already in tables, and be skipped by replay.
+        self.wal.sync().map_err(|e| self.on_wal_error(e))?;
+        edits.push(Edit::LogStart(boundary));
+        edits.push(Edit::NextTableId(self.next_table_id.load(SeqCst)));
+        let mut st = self.state.lock();
+        // A column family dropped while we wrote: leave its table out (deleted below).
+        let mut orphans = Vec::new();
+        edits.retain(|e| match e {
+            Edit::AddTable { cf, meta, .. } if !st.manifest.state().cfs.contains_key(cf) => {
+                orphans.push(meta.id);
+                false
+            }
+            _ => true,
+        });
+        crate::kill_point::hit("flush: tables written and log synced, before the manifest edit");
+        let r = st.manifest.log_and_apply(edits);
+        let r = match r {
+            Ok(()) => {
+                let s = &mut *st;
+                let v = Arc::new(s.builder.build(s.manifest.state()));
+                let mut sv = self.sv.write();
+                let mut mems = sv.mems.clone();
+                mems.retain(|m| !Arc::ptr_eq(m, mem));
+                *sv = Arc::new(SuperVersion { mems, version: v });
+                Ok(())
+            }
+            Err(e) if Self::manifest_edit_surely_lost(&e) => Err(e),
+            Err(e) => {
+                self.poison("manifest write failed", &e);
+                new.keep();
+                Err(e)
+            }
+        };
+        drop(st);
+        if r.is_ok() {
+            new.keep();
+        }
+        for id in orphans {
+            let _ = self.fs.remove(&self.tables_dir.join(table_file_name(id)));
+        }
+        r?;
+        self.counters.flush_bytes.fetch_add(bytes, SeqCst);
+        self.counters.flushes.fetch_add(1, SeqCst);
+        crate::kill_point::hit("flush: manifest edit durable, before purging the log");
+        self.wal.purge_up_to(boundary)?;
+        self.notify_bg();
+        Ok(())
+    }
+
+    /// Creates the file of a new table, registered in `new` (so it is removed if the job
+    /// fails before recording it).
+    pub(crate) fn create_table(
+        &self,
+        new: &mut NewTables<'_>,
+    ) -> Result<(u64, PathBuf, Arc<dyn silt_vfs::File>)> {
+        let id = self.alloc_table_id()?;
+        let path = self.tables_dir.join(table_file_name(id));
+        let file = self
+            .fs
+            .create(&path)
+            .map_err(|e| Error::io("create table", Some(path.clone()), e))?;
+        new.ids.push(id);
+        Ok((id, path, file))
+    }
+
+    /// Whether a failed manifest write leaves its edits not durable for sure: only a write
+    /// that failed for want of space (see `Manifest::log_and_apply`). After any other
+    /// failure the edits may be durable, so the tables they name must stay.
+    pub(super) fn manifest_edit_surely_lost(e: &Error) -> bool {
+        e.is_no_space()
+    }
+
+    pub(crate) fn sync_tables_dir(&self) -> Result<()> {
+        self.fs
+            .sync_dir(&self.tables_dir)
+            .map_err(|e| Error::io("fsync directory", Some(self.tables_dir.clone()), e))
+    }
+
+    /// Writes every entry of `it` (from its position) into one new table. Returns its meta
+    /// (`None` if there were no entries) and the entry count.
+    pub(crate) fn write_table(
+        &self,
+        it: &mut dyn crate::iter::InternalIterator,
+        new: &mut NewTables<'_>,
+    ) -> Result<(Option<TableMeta>, u64)> {
+        if !it.valid() {
+            if let Some(e) = it.take_error() {
+                return Err(e);
+            }
+            return Ok((None, 0));
+        }
+        let (id, path, file) = self.create_table(new)?;
+        let mut b = TableBuilder::new(id, path, file, &self.table_opts);
+        let mut n = 0;
+        while it.valid() {
+            b.add(it.key(), it.value())?;
+            n += 1;
+            it.next();
+        }
+        if let Some(e) = it.take_error() {
+            return Err(e);
+        }
+        let meta = b.finish()?;
+        Ok((Some(meta), n))
+    }
+}
+
+pub(super) fn flush_loop(w: std::sync::Weak<DbInner>) {
+    loop {
+        let Some(db) = w.upgrade() else { return };
+        if db.poisoned.load(SeqCst) {
+            return;
+        }
+        let job = {
+            let sv = db.sv.read();
+            if sv.mems.len() > 1 {
+                let n = sv.mems.len();
+                Some((sv.mems[n - 1].clone(), sv.mems[n - 2].first_seqno()))
+            } else {
+                None
+            }
+        };
+        match job {
+            Some((mem, boundary)) => {
+                // Writers owning seqnos below the boundary may still be inserting.
+                db.wait_visible(boundary);
+                match db.flush_memtable(&mem, boundary) {
+                    Ok(()) => db.set_no_space(None),
+                    Err(e) if e.is_no_space() => {
+                        // Nothing changed (the tables written are removed): retry after a
+                        // pause, as space may free. Writers that would stall meanwhile get
+                        // `NoSpace`.
+                        db.set_no_space(Some(format!("flush: {e}")));
+                        let mut g = db.bg_lock.lock();
+                        db.bg_cv.wait_for(&mut g, NO_SPACE_RETRY);
+                    }
+                    Err(e) => {
+                        db.poison("flush failed", &e);
+                        return;
+                    }
+                }
+            }
+            None => {
+                if db.closing.load(SeqCst) {
+                    return;
+                }
+                let mut g = db.bg_lock.lock();
+                db.bg_cv.wait_for(&mut g, Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// Table files a flush or compaction created and has not recorded in the manifest yet.
+/// Dropped without [`NewTables::keep`], it removes them: a failed job must not leave them
+/// to fill the disk, least of all when it failed for want of space. (Open would remove them
+/// too: their ids are below the reserved mark, O2 of `db/dir.rs`.)
+pub(crate) struct NewTables<'a> {
+    db: &'a DbInner,
+    pub(crate) ids: Vec<u64>,
+}
+
+impl<'a> NewTables<'a> {
+    pub(crate) fn new(db: &'a DbInner) -> NewTables<'a> {
+        NewTables {
+            db,
+            ids: Vec::new(),
+        }
+    }
+
+    /// Keeps the files: the manifest names them, or may (after an ambiguous failure).
+    pub(crate) fn keep(&mut self) {
+        self.ids.clear();
+    }
+}
+
+impl Drop for NewTables<'_> {
+    fn drop(&mut self) {
+        for id in self.ids.drain(..) {
+            self.db.tables.evict(id);
+            let _ = self
+                .db
+                .fs
+                .remove(&self.db.tables_dir.join(table_file_name(id)));
+        }
+    }
+}

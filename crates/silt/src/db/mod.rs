@@ -1,0 +1,348 @@
+//! [`Db`]: the engine — write path, read path, flush and recovery. Compaction is in
+//! `compaction.rs`, the user-facing iterators in `read.rs`.
+//!
+//! ## Write path and its invariants
+//!
+//! A write (one [`WriteBatch`]) goes:
+//!
+//! 1. *register*: under the `inflight` mutex it records the log's reservation watermark
+//!    `r0` (its LSN will be `>= r0`);
+//! 2. *log*: `Wal::append_with` gives the batch's LSN, which is the seqno of every entry
+//!    (acknowledged per sync mode: durable first under `Full`);
+//! 3. *apply*: it inserts the entries into the memtable that owns that seqno (memtable
+//!    invariant 1), under the super-version read lock;
+//! 4. *complete*: it leaves `inflight`; the `visible` watermark becomes the smallest `r0`
+//!    still registered (or the log's reservation watermark if none is);
+//! 5. it returns once `visible > lsn`.
+//!
+//! Invariants:
+//!
+//! * **W1** seqno order = log order (seqno = LSN), so recovery's log prefix is a seqno prefix.
+//! * **W2** A reader reads at `visible`: every batch with a seqno below it is completely in
+//!   a memtable or table, so a reader never sees half a batch, nor commit k+1 without k.
+//!   Under `Full`, a batch is applied only after it is durable, so no reader sees a commit
+//!   a machine crash could take back.
+//! * **W3** `log_start` (in the manifest) only moves to a memtable boundary `b` once every
+//!   batch below `b` is in a table whose addition the manifest made durable.
+//! * **W4** After any failed fdatasync (log, table, manifest) or failed background job the
+//!   database is poisoned: no more writes, ever, until reopened.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ops::RangeBounds;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use silt_vfs::{FileLock, FileSystem, OsFs};
+use silt_wal::{AppendOptions, Wal};
+
+use crate::batch::{self, WriteBatch};
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::iter::InternalIterator;
+use crate::key::{self, Kind, Seqno, MAX_SEQNO};
+use crate::manifest::{Edit, Manifest, LEVELS};
+use crate::memtable::Memtable;
+use crate::options::{DbBuilder, WriteOptions, STALL_WAIT};
+use crate::read::{Bounds, Iter};
+use crate::sstable::{TableBuilder, TableOptions};
+use crate::table_meta::{table_file_name, TableMeta};
+use crate::version::{TableCache, Version, VersionBuilder};
+
+mod cf;
+mod dir;
+mod flush;
+mod open;
+mod read;
+mod stats;
+mod write;
+
+pub use cf::ColumnFamily;
+pub use dir::RecoveryReport;
+pub(crate) use flush::NewTables;
+pub use read::{Read, Snapshot};
+pub use stats::{LevelStats, Stats};
+
+/// The name of the column family every database has.
+pub const DEFAULT_CF: &str = "default";
+
+/// How long a flush or compaction that failed for want of space waits before it retries.
+pub(crate) const NO_SPACE_RETRY: Duration = Duration::from_millis(100);
+
+/// How many table ids [`DbInner::alloc_table_id`] reserves in one manifest record.
+const TABLE_ID_RESERVE: u64 = 64;
+
+/// An open database. Cheap to clone; share it between threads.
+///
+/// # Examples
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = silt::Db::open(dir.path()).unwrap();
+/// db.put(b"hello", b"world").unwrap();
+/// assert_eq!(db.get(b"hello").unwrap().as_deref(), Some(&b"world"[..]));
+/// let all: Vec<_> = db.iter().collect::<Result<_, _>>().unwrap();
+/// assert_eq!(all, vec![(b"hello".to_vec(), b"world".to_vec())]);
+/// ```
+pub struct Db {
+    pub(crate) inner: Arc<DbInner>,
+}
+
+impl Clone for Db {
+    fn clone(&self) -> Db {
+        self.inner.handles.fetch_add(1, SeqCst);
+        Db {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("dir", &self.inner.dir).finish()
+    }
+}
+
+/// What readers see: the memtables (newest first, the active one at index 0) and the
+/// tables.
+#[derive(Debug)]
+pub(crate) struct SuperVersion {
+    pub(crate) mems: Vec<Arc<Memtable>>,
+    pub(crate) version: Arc<Version>,
+}
+
+pub(crate) struct State {
+    pub(crate) manifest: Manifest,
+    pub(crate) builder: VersionBuilder,
+}
+
+#[derive(Default)]
+struct Inflight {
+    writers: BTreeMap<(u64, u64), ()>,
+    next_ticket: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) user_bytes: AtomicU64,
+    pub(crate) flush_bytes: AtomicU64,
+    pub(crate) flushes: AtomicU64,
+    pub(crate) compaction_read_bytes: AtomicU64,
+    pub(crate) compaction_write_bytes: AtomicU64,
+    pub(crate) compactions: AtomicU64,
+    pub(crate) stalls: AtomicU64,
+    pub(crate) stall_micros: AtomicU64,
+}
+
+pub(crate) struct DbInner {
+    pub(crate) opts: DbBuilder,
+    pub(crate) fs: Arc<dyn FileSystem>,
+    pub(crate) dir: PathBuf,
+    pub(crate) tables_dir: PathBuf,
+    pub(crate) wal: Wal,
+    pub(crate) sv: RwLock<Arc<SuperVersion>>,
+    pub(crate) state: Mutex<State>,
+    inflight: Mutex<Inflight>,
+    visible: AtomicU64,
+    pub(crate) snapshots: Mutex<BTreeMap<Seqno, usize>>,
+    pub(crate) tables: Arc<TableCache>,
+    pub(crate) table_opts: TableOptions,
+    pub(crate) next_table_id: AtomicU64,
+    /// Table ids below this are durably reserved in the manifest (invariant O1 of
+    /// `db/dir.rs`): a fast path for [`DbInner::alloc_table_id`].
+    table_ids_reserved: AtomicU64,
+    /// What open found and did.
+    report: Mutex<RecoveryReport>,
+    /// The name of every column family this handle has known, dropped ones included: for
+    /// error messages about a handle whose family is gone.
+    cf_names: Mutex<HashMap<u32, Arc<str>>>,
+    /// The directory lock, held until shutdown.
+    dir_lock: Mutex<Option<Box<dyn FileLock>>>,
+    rotating: Mutex<()>,
+    /// Signals background threads (new immutable memtable, new tables, shutdown) and
+    /// stalled writers (a flush or compaction finished).
+    pub(crate) bg_lock: Mutex<()>,
+    pub(crate) bg_cv: Condvar,
+    pub(crate) busy: Mutex<HashSet<u64>>,
+    pub(crate) compact_pointer: Mutex<BTreeMap<(u32, usize), Vec<u8>>>,
+    pub(crate) poisoned: AtomicBool,
+    /// Why the last flush or compaction failed for want of space, until one succeeds.
+    no_space: Mutex<Option<String>>,
+    /// The failure that poisoned the database, if one did (invariant W4), with its kind.
+    bg_error: Mutex<Option<PoisonCause>>,
+    pub(crate) closing: AtomicBool,
+    pub(crate) counters: Counters,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Live `Db` handles.
+    handles: std::sync::atomic::AtomicUsize,
+}
+
+impl Db {
+    /// Options for opening the database at `path`; see [`DbBuilder`] for the defaults.
+    pub fn builder(path: impl AsRef<Path>) -> DbBuilder {
+        DbBuilder::new(path.as_ref().to_path_buf())
+    }
+
+    /// Why the database is poisoned, if it is: the first failure that poisoned it (a failed
+    /// write or fdatasync of the log, a failed manifest write, a failed background flush or
+    /// compaction).
+    pub fn background_error(&self) -> Option<String> {
+        self.inner
+            .bg_error
+            .lock()
+            .as_ref()
+            .map(|c| format!("{}: {}", c.context, c.error))
+            .or_else(|| self.inner.wal.poison_cause())
+    }
+
+    /// Stops background work and waits for it. Everything acknowledged stays recoverable:
+    /// under `Interval` the log is synced first. Other handles to this database get
+    /// `Closed` afterwards.
+    ///
+    /// # Errors
+    ///
+    /// The failure that poisoned the database, if one did, with its own kind (`Io` for a
+    /// failed write or fdatasync, `Corruption` for damage a flush or compaction found, ...;
+    /// [`Db::background_error`] says what the engine was doing): what was acknowledged
+    /// before it is recoverable, but later writes were refused. `Io` from the final sync.
+    pub fn close(self) -> Result<()> {
+        let r = if matches!(self.inner.opts.sync, silt_wal::SyncMode::Interval(_)) {
+            self.inner
+                .wal
+                .sync()
+                .map_err(|e| self.inner.on_wal_error(e))
+        } else {
+            Ok(())
+        };
+        self.inner.shutdown();
+        if let Some(cause) = self.inner.bg_error.lock().as_ref() {
+            return Err(cause.error.duplicate());
+        }
+        r
+    }
+
+    /// What open found in the directory and did about it: the manifest and log recovered,
+    /// tables checked, records replayed, a torn tail cut, damage found, files removed as
+    /// garbage or moved into `lost/`. See [`RecoveryReport`].
+    pub fn recovery_report(&self) -> RecoveryReport {
+        self.inner.report.lock().clone()
+    }
+}
+
+/// Why a database is poisoned: the first failure, with what the engine was doing, keeping
+/// the error's kind (a corruption found by a compaction stays `Corruption`).
+struct PoisonCause {
+    /// What failed: `"flush failed"`, `"compaction failed"`, `"manifest write failed"`, ...
+    context: String,
+    error: Error,
+}
+
+impl DbInner {
+    pub(crate) fn super_version(&self) -> Arc<SuperVersion> {
+        self.sv.read().clone()
+    }
+
+    pub(crate) fn visible(&self) -> Seqno {
+        self.visible.load(SeqCst)
+    }
+
+    /// Records that background work failed for want of space (`Some`), or succeeded.
+    pub(crate) fn set_no_space(&self, why: Option<String>) {
+        let mut g = self.no_space.lock();
+        if g.is_some() || why.is_some() {
+            *g = why;
+        }
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        if self.poisoned.load(SeqCst) {
+            return Err(Error::Poisoned);
+        }
+        if self.closing.load(SeqCst) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    /// Poisons the database (invariant W4), keeping the first failure: `context` says what
+    /// the engine was doing, `error` is what failed (its kind is kept for `close`).
+    pub(crate) fn poison(&self, context: impl Into<String>, error: &Error) {
+        self.poisoned.store(true, SeqCst);
+        let mut e = self.bg_error.lock();
+        if e.is_none() {
+            *e = Some(PoisonCause {
+                context: context.into(),
+                error: error.duplicate(),
+            });
+        }
+        drop(e);
+        self.notify_bg();
+    }
+
+    /// Converts a log error, poisoning the database (with the cause, for
+    /// [`Db::background_error`] and [`Db::close`]) if the log is poisoned or failed an I/O.
+    fn on_wal_error(&self, e: silt_wal::Error) -> Error {
+        let e = Error::from(e);
+        match &e {
+            Error::Poisoned => {
+                self.poison(
+                    "the log is poisoned",
+                    &Error::Io {
+                        op: "log write or fdatasync",
+                        path: None,
+                        source: std::io::Error::other(self.wal.poison_cause().unwrap_or_else(
+                            || "an earlier write or fdatasync of it failed".into(),
+                        )),
+                    },
+                )
+            }
+            Error::Io { .. } => self.poison("log write or sync failed", &e),
+            _ => {}
+        }
+        e
+    }
+
+    pub(crate) fn notify_bg(&self) {
+        let _g = self.bg_lock.lock();
+        self.bg_cv.notify_all();
+    }
+
+    pub(crate) fn shutdown(&self) {
+        self.closing.store(true, SeqCst);
+        self.notify_bg();
+        let threads: Vec<_> = self.threads.lock().drain(..).collect();
+        for t in threads {
+            let _ = t.join();
+        }
+        // No job of this handle runs any more: another handle may open the directory.
+        self.dir_lock.lock().take();
+    }
+}
+
+impl Drop for DbInner {
+    fn drop(&mut self) {
+        // Threads hold only weak references, so they are gone or exiting here.
+        self.closing.store(true, SeqCst);
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        // The last handle: stop and join the background threads, so that a reopen of the
+        // same directory never races a job of this instance. (Iterators may outlive it;
+        // they only read.)
+        if self.inner.handles.fetch_sub(1, SeqCst) == 1 {
+            self.inner.shutdown();
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn f<T: Send + Sync>() {}
+    f::<Db>();
+    f::<key::ParsedKey<'static>>();
+}

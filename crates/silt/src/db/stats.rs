@@ -1,0 +1,147 @@
+//! What a database reports about itself: [`Stats`], [`LevelStats`], and the entries of one
+//! key for diagnostics (feature `testing`).
+
+use super::*;
+
+impl Db {
+    /// Every stored entry of `key` in `cf`, per source (memtables, then tables by level),
+    /// for diagnostics: `"L{level} t{id}: seqno kind"`. Feature `testing`; not a stable
+    /// interface.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn debug_entries(&self, cf: &ColumnFamily, key: &[u8]) -> Vec<String> {
+        let sv = self.inner.super_version();
+        let mut out = Vec::new();
+        let mut dump = |name: String, it: &mut dyn crate::iter::InternalIterator| {
+            it.seek(&key::seek_key(key, MAX_SEQNO + 1));
+            while it.valid() {
+                match key::parse(it.key()) {
+                    Some(p) if p.user_key == key => out.push(format!(
+                        "{name}: {} {:?} len {}",
+                        p.seqno,
+                        p.kind,
+                        it.value().len()
+                    )),
+                    _ => break,
+                }
+                it.next();
+            }
+        };
+        for (i, m) in sv.mems.iter().enumerate() {
+            dump(
+                format!("mem{i} (from {})", m.first_seqno()),
+                &mut m.iter(cf.id),
+            );
+        }
+        if let Some(cfv) = sv.version.cfs.get(&cf.id) {
+            for (l, tables) in cfv.levels.iter().enumerate() {
+                for t in tables {
+                    if let Ok(table) = t.table() {
+                        let mut it = crate::sstable::TableIter::new_with(&table, false);
+                        dump(
+                            format!(
+                                "L{l} t{} [{}..{}]",
+                                t.meta.id, t.meta.smallest_seqno, t.meta.largest_seqno
+                            ),
+                            &mut it,
+                        );
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Counters and sizes; see [`Stats`].
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+}
+
+/// Sizes of one level, summed over column families.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LevelStats {
+    /// Tables in the level.
+    pub tables: u64,
+    /// Bytes of those tables.
+    pub bytes: u64,
+}
+
+/// What [`Db::stats`] reports.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Per level (0 to 6), over every column family.
+    pub levels: Vec<LevelStats>,
+    /// Bytes in memtables (active and frozen).
+    pub memtable_bytes: u64,
+    /// Frozen memtables waiting for flush.
+    pub immutable_memtables: u64,
+    /// Block cache hits and misses.
+    pub cache_hits: u64,
+    /// Block cache misses.
+    pub cache_misses: u64,
+    /// Key and value bytes written by users since open.
+    pub user_bytes: u64,
+    /// Bytes appended to the log since open.
+    pub wal_bytes: u64,
+    /// fdatasync calls of the log since open.
+    pub wal_fsyncs: u64,
+    /// Bytes of tables written by flushes since open.
+    pub flush_bytes: u64,
+    /// Bytes of tables read and written by compactions since open.
+    pub compaction_read_bytes: u64,
+    /// Bytes of tables written by compactions since open.
+    pub compaction_write_bytes: u64,
+    /// Flushes and compactions since open.
+    pub flushes: u64,
+    /// Compactions since open.
+    pub compactions: u64,
+    /// `(log + flush + compaction bytes) / user bytes` since open.
+    pub write_amp: f64,
+    /// Writes that had to wait for flush or compaction, and how long in total.
+    pub stalls: u64,
+    /// Microseconds writers spent stalled.
+    pub stall_micros: u64,
+}
+
+impl DbInner {
+    pub(super) fn stats(&self) -> Stats {
+        let sv = self.super_version();
+        let mut levels = vec![LevelStats::default(); LEVELS];
+        for cf in sv.version.cfs.values() {
+            for (l, tables) in cf.levels.iter().enumerate() {
+                levels[l].tables += tables.len() as u64;
+                levels[l].bytes += tables.iter().map(|t| t.meta.size_bytes).sum::<u64>();
+            }
+        }
+        let w = self.wal.stats();
+        let c = &self.counters;
+        let user = c.user_bytes.load(SeqCst);
+        let flush = c.flush_bytes.load(SeqCst);
+        let cw = c.compaction_write_bytes.load(SeqCst);
+        Stats {
+            levels,
+            memtable_bytes: sv.mems.iter().map(|m| m.approx_bytes()).sum(),
+            immutable_memtables: sv.mems.len() as u64 - 1,
+            cache_hits: self.tables.blocks.hits(),
+            cache_misses: self.tables.blocks.misses(),
+            user_bytes: user,
+            wal_bytes: w.bytes,
+            wal_fsyncs: w.fsyncs,
+            flush_bytes: flush,
+            compaction_read_bytes: c.compaction_read_bytes.load(SeqCst),
+            compaction_write_bytes: cw,
+            flushes: c.flushes.load(SeqCst),
+            compactions: c.compactions.load(SeqCst),
+            write_amp: if user == 0 {
+                0.0
+            } else {
+                (w.bytes + flush + cw) as f64 / user as f64
+            },
+            stalls: c.stalls.load(SeqCst),
+            stall_micros: c.stall_micros.load(SeqCst),
+        }
+    }
+}

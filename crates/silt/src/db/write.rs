@@ -1,0 +1,287 @@
+//! The commit path: a batch validated, logged, applied to the memtable that owns its seqno,
+//! made visible in commit order (invariants W1, W2, M1 in `db/mod.rs`); write stalls and
+//! memtable rotation.
+
+use super::*;
+
+impl Db {
+    // ---------------------------------------------------------------- writes
+
+    /// Writes `value` under `key` in the default column family.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for a key over 64 KiB or a value over 16 MiB; `Poisoned` after a
+    /// failed fdatasync; `Io` if this write's log write or sync failed; `Closed`.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// Deletes `key` from the default column family.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::put`].
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// Deletes `key`, which was put at most once since it was last deleted (see
+    /// [`WriteBatch::single_delete`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::put`].
+    pub fn single_delete(&self, key: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.single_delete(key);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// [`Db::put`] in column family `cf`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::put`], and `ColumnFamilyNotFound` if `cf` was dropped.
+    pub fn put_cf(&self, cf: &ColumnFamily, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put_cf(cf, key, value);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// [`Db::delete`] in column family `cf`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::put_cf`].
+    pub fn delete_cf(&self, cf: &ColumnFamily, key: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete_cf(cf, key);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// Applies a batch atomically: after a crash, either all of it or none of it is there,
+    /// and no reader ever sees part of it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::put_cf`]. On error nothing of the batch is visible (until a reopen replays
+    /// the log, if the record reached it: an `Io` error on sync does not mean the batch is
+    /// absent after a crash).
+    pub fn write(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
+        self.inner.write(&batch, opts)
+    }
+
+    /// Makes every acknowledged write durable (one shared fdatasync).
+    ///
+    /// # Errors
+    ///
+    /// `Io`/`Poisoned` if the sync failed.
+    pub fn sync(&self) -> Result<()> {
+        self.inner
+            .wal
+            .sync()
+            .map_err(|e| self.inner.on_wal_error(e))
+    }
+}
+
+impl DbInner {
+    pub(super) fn write(&self, batch: &WriteBatch, opts: WriteOptions) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        batch.validate()?;
+        self.check_writable()?;
+        {
+            let sv = self.super_version();
+            for cf in batch.cf_ids() {
+                if !sv.version.cfs.contains_key(&cf) {
+                    return Err(self.cf_not_found(cf));
+                }
+            }
+        }
+        self.maybe_stall()?;
+        let ticket = self.register();
+        let lsn = match self
+            .wal
+            .append_with(batch.payload(), AppendOptions { sync: opts.sync })
+        {
+            Ok(lsn) => lsn,
+            Err(e) => {
+                self.complete(ticket);
+                return Err(self.on_wal_error(e));
+            }
+        };
+        if lsn > MAX_SEQNO {
+            self.complete(ticket);
+            self.poison(
+                "the log outgrew the 56-bit seqno space",
+                &Error::invalid(format!("log position {lsn} is past the largest seqno")),
+            );
+            return Err(Error::Poisoned);
+        }
+        let entries = batch::decode(batch.payload()).map_err(|e| Error::invalid(e.0))?;
+        {
+            let sv = self.sv.read();
+            let mem = mem_for(&sv.mems, lsn);
+            apply(mem, lsn, &entries, |_| true);
+        }
+        self.complete(ticket);
+        self.counters
+            .user_bytes
+            .fetch_add(batch.encoded_bytes() as u64, SeqCst);
+        self.wait_visible(lsn + 1);
+        self.maybe_rotate();
+        Ok(())
+    }
+
+    pub(super) fn register(&self) -> (u64, u64) {
+        let mut f = self.inflight.lock();
+        let r0 = self.wal.reserved_lsn();
+        let t = f.next_ticket;
+        f.next_ticket += 1;
+        f.writers.insert((r0, t), ());
+        (r0, t)
+    }
+
+    pub(super) fn complete(&self, ticket: (u64, u64)) {
+        let mut f = self.inflight.lock();
+        f.writers.remove(&ticket);
+        let v = match f.writers.keys().next() {
+            Some((r0, _)) => *r0,
+            None => self.wal.reserved_lsn(),
+        };
+        self.visible.fetch_max(v, SeqCst);
+    }
+
+    /// Waits until `visible >= v`: writers registered before us finish in microseconds
+    /// (they only insert into a memtable), so spin briefly, then yield.
+    pub(super) fn wait_visible(&self, v: Seqno) {
+        let mut spins = 0u32;
+        while self.visible() < v {
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+            spins = spins.saturating_add(1);
+            if spins > 1_000_000 && self.poisoned.load(SeqCst) {
+                return;
+            }
+        }
+    }
+
+    pub(super) fn maybe_stall(&self) -> Result<()> {
+        let mut started: Option<Instant> = None;
+        loop {
+            self.check_writable()?;
+            let sv = self.super_version();
+            let frozen = sv.mems.len() - 1;
+            let active_full = sv.mems[0].approx_bytes() >= self.opts.memtable_bytes;
+            let l0 = sv
+                .version
+                .cfs
+                .values()
+                .map(|c| c.levels[0].len())
+                .max()
+                .unwrap_or(0);
+            let stall = (frozen >= self.opts.immutable_memtables_max && active_full)
+                || l0 >= self.opts.l0_stall_tables;
+            if !stall {
+                break;
+            }
+            if let Some(why) = self.no_space.lock().clone() {
+                // The flush or compaction this write waits for cannot write: fail now rather
+                // than stall until space frees. Nothing of this write was applied.
+                return Err(Error::NoSpace {
+                    op: "write (stalled: background work cannot write)",
+                    path: None,
+                    source: std::io::Error::new(std::io::ErrorKind::StorageFull, why),
+                });
+            }
+            if started.is_none() {
+                started = Some(Instant::now());
+                self.counters.stalls.fetch_add(1, SeqCst);
+            }
+            self.notify_bg();
+            let mut g = self.bg_lock.lock();
+            self.bg_cv.wait_for(&mut g, STALL_WAIT);
+        }
+        if let Some(s) = started {
+            self.counters
+                .stall_micros
+                .fetch_add(s.elapsed().as_micros() as u64, SeqCst);
+        }
+        Ok(())
+    }
+
+    pub(super) fn maybe_rotate(&self) {
+        let full = self.sv.read().mems[0].approx_bytes() >= self.opts.memtable_bytes;
+        if full {
+            self.rotate(false);
+        }
+    }
+
+    /// Freezes the active memtable (if it is full, or `force` and it is not empty) and
+    /// starts a new one at the log's reservation watermark. Returns whether it did.
+    pub(crate) fn rotate(&self, force: bool) -> bool {
+        let _r = self.rotating.lock();
+        {
+            let mut sv = self.sv.write();
+            let active = &sv.mems[0];
+            let full = active.approx_bytes() >= self.opts.memtable_bytes;
+            if !(full || (force && !active.is_empty())) {
+                return false;
+            }
+            if !force && sv.mems.len() > self.opts.immutable_memtables_max {
+                return false;
+            }
+            // Every writer holding the read lock got its LSN before we got the write lock,
+            // so below this; every later writer gets one at or above it.
+            let boundary = self.wal.reserved_lsn();
+            let mut mems = Vec::with_capacity(sv.mems.len() + 1);
+            mems.push(Arc::new(Memtable::new(boundary)));
+            mems.extend(sv.mems.iter().cloned());
+            *sv = Arc::new(SuperVersion {
+                mems,
+                version: sv.version.clone(),
+            });
+        }
+        self.notify_bg();
+        true
+    }
+}
+
+/// The memtable owning `seqno`: the newest whose first seqno is at or below it.
+pub(super) fn mem_for(mems: &[Arc<Memtable>], seqno: Seqno) -> &Arc<Memtable> {
+    mems.iter()
+        .find(|m| m.first_seqno() <= seqno)
+        .unwrap_or_else(|| &mems[mems.len() - 1])
+}
+
+/// Inserts a batch's entries at `seqno`; within a batch the last write to a key wins, so
+/// each (cf, key) gets one entry.
+pub(super) fn apply(
+    mem: &Memtable,
+    seqno: Seqno,
+    entries: &[batch::BatchEntry<'_>],
+    keep: impl Fn(u32) -> bool,
+) {
+    if entries.len() == 1 {
+        let e = &entries[0];
+        if keep(e.cf) {
+            mem.insert(e.cf, e.key, seqno, e.kind, e.value);
+        }
+        return;
+    }
+    let mut seen = HashSet::with_capacity(entries.len());
+    for e in entries.iter().rev() {
+        if keep(e.cf) && seen.insert((e.cf, e.key)) {
+            mem.insert(e.cf, e.key, seqno, e.kind, e.value);
+        }
+    }
+}
