@@ -30,7 +30,12 @@ for t in $targets; do
   status=ok
   if ! (cd "crates/$crate" && cargo +nightly fuzz run --release "$target" "$scratch" -- \
         -runs="$runs" -print_final_stats=1 >"/tmp/fuzz-$target.out" 2>&1); then
-    status="CRASH (see /tmp/fuzz-$target.out and $dir/artifacts/$target/)"
+    if grep -q "failed to build fuzz script" "/tmp/fuzz-$target.out"; then
+      # The target never ran: not a finding, and no executions to count.
+      status="BUILD FAILED (see /tmp/fuzz-$target.out)"
+    else
+      status="CRASH (see /tmp/fuzz-$target.out and $dir/artifacts/$target/)"
+    fi
   fi
   secs=$(( $(date +%s) - start ))
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "/tmp/fuzz-$target.out" | grep -o '[0-9]*$' || echo "?")

@@ -10,7 +10,7 @@
 //!
 //! 1. A memtable owns the seqno range `[first_seqno, next memtable's first_seqno)`: a writer
 //!    inserts into the memtable whose range holds its seqno, even if a newer memtable
-//!    became active meanwhile (see `Db::insert`). So memtables, and the level-0 tables
+//!    became active meanwhile (see `apply` in `db/write.rs` and invariant M1 in `db/mod.rs`). So memtables, and the level-0 tables
 //!    flushed from them, cover disjoint, increasing seqno ranges.
 //! 2. Entries are never removed or changed: a memtable only grows until it is flushed and
 //!    dropped.

@@ -1,5 +1,14 @@
-//! [`Db`]: the engine — write path, read path, flush and recovery. Compaction is in
-//! `compaction.rs`, the user-facing iterators in `read.rs`.
+//! [`Db`]: the engine's handle and its shared state ([`DbInner`]), and the write path's
+//! invariants, stated here once (docs/design.md links to them).
+//!
+//! One file per concern, each an `impl Db` / `impl DbInner` block of its own: `open.rs`
+//! (open, replay, background threads), `dir.rs` (what open does with the directory:
+//! invariants O1–O3), `cf.rs` (column families), `write.rs` (the commit path, stalls,
+//! rotation), `flush.rs` (memtable to level-0 table, `flush`, `compact_range`), `read.rs`
+//! (point reads, the read methods shared with [`Snapshot`] and the [`Read`] trait),
+//! `stats.rs`. Below this module: `version` (what tables exist, and the table search for a
+//! key), `compaction` (the picker and the merge), `read` at the crate root (the user's
+//! iterators), `iter` (internal merging iterators), `memtable`, `sstable`, `manifest`.
 //!
 //! ## Write path and its invariants
 //!
@@ -23,9 +32,18 @@
 //!   Under `Full`, a batch is applied only after it is durable, so no reader sees a commit
 //!   a machine crash could take back.
 //! * **W3** `log_start` (in the manifest) only moves to a memtable boundary `b` once every
-//!   batch below `b` is in a table whose addition the manifest made durable.
+//!   batch below `b` is in a table whose addition the manifest made durable, and the log
+//!   is synced to `b` (else a crash could cut the log below `b` and new writes would reuse
+//!   seqnos below data in tables).
 //! * **W4** After any failed fdatasync (log, table, manifest) or failed background job the
-//!   database is poisoned: no more writes, ever, until reopened.
+//!   database is poisoned: no more writes, ever, until reopened. The first failure is kept
+//!   with its kind (`close` returns it).
+//! * **M1** Memtables own disjoint seqno ranges `[boundary, next boundary)`: a writer
+//!   inserts into the memtable owning its LSN even if a newer one is active. Rotation takes
+//!   the super-version write lock and reads the log's reservation watermark as the new
+//!   boundary: every writer holding the read lock got its LSN before, every later one gets
+//!   a larger LSN. A frozen memtable is flushed only once `visible` reaches the next
+//!   boundary.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::RangeBounds;
