@@ -133,9 +133,16 @@ impl WriteBatch {
         self
     }
 
-    /// Checks key and value sizes; `InvalidArgument` names the first offender.
-    pub(crate) fn validate(&self) -> Result<()> {
-        for e in decode(&self.buf).map_err(|_| Error::invalid("malformed write batch"))? {
+    /// The batch's entries, decoded once for the whole write: the engine checks their sizes
+    /// and column families and then applies these same entries after the log append.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` for a key over [`MAX_KEY_BYTES`] or a value over
+    /// [`MAX_VALUE_BYTES`] (nothing is written).
+    pub(crate) fn entries(&self) -> Result<Vec<BatchEntry<'_>>> {
+        let entries = decode(&self.buf).map_err(|_| Error::invalid("malformed write batch"))?;
+        for e in &entries {
             if e.key.len() > MAX_KEY_BYTES {
                 return Err(Error::invalid(format!(
                     "a key of {} bytes is over the limit of {MAX_KEY_BYTES} bytes",
@@ -149,15 +156,11 @@ impl WriteBatch {
                 )));
             }
         }
-        Ok(())
+        Ok(entries)
     }
 
     pub(crate) fn payload(&self) -> &[u8] {
         &self.buf
-    }
-
-    pub(crate) fn cf_ids(&self) -> impl Iterator<Item = u32> + '_ {
-        decode(&self.buf).into_iter().flatten().map(|e| e.cf)
     }
 }
 
@@ -236,7 +239,7 @@ mod tests {
     fn oversized_key_is_invalid_argument() {
         let mut b = WriteBatch::new();
         b.put(&vec![0; MAX_KEY_BYTES + 1], b"");
-        assert!(matches!(b.validate(), Err(Error::InvalidArgument(_))));
+        assert!(matches!(b.entries(), Err(Error::InvalidArgument(_))));
     }
 
     proptest! {

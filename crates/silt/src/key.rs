@@ -82,14 +82,64 @@ pub fn make_internal(user_key: &[u8], seqno: Seqno, kind: Kind) -> Vec<u8> {
 
 /// The internal key that sorts first among the entries of `user_key` visible at `snapshot`
 /// (those with `seqno < snapshot`). `snapshot` must be at least 1.
+#[cfg(any(test, feature = "fuzzing", feature = "testing"))]
 pub fn seek_key(user_key: &[u8], snapshot: Seqno) -> Vec<u8> {
     let mut k = Vec::with_capacity(user_key.len() + TRAILER_BYTES);
     k.extend_from_slice(user_key);
-    k.extend_from_slice(&trailer(
-        snapshot.saturating_sub(1).min(MAX_SEQNO),
-        KIND_SEEK,
-    ));
+    k.extend_from_slice(&seek_trailer(snapshot));
     k
+}
+
+/// The trailer of a seek key at `snapshot`: it sorts before every entry with a seqno below
+/// `snapshot` and after every newer one.
+fn seek_trailer(snapshot: Seqno) -> [u8; TRAILER_BYTES] {
+    trailer(snapshot.saturating_sub(1).min(MAX_SEQNO), KIND_SEEK)
+}
+
+/// A point read's search key, built once per read and used by every memtable and table the
+/// read visits (LevelDB's `LookupKey`): `cf` (4 bytes, big-endian) ++ the
+/// seek key of `user_key` at `snapshot` (user key ++ [`seek_trailer`]). The memtable, whose keys carry the column
+/// family in front, seeks with all of it; a table (one column family) with the internal key
+/// after the first four bytes. Built by hand rather than from `seek_key`, to allocate once.
+pub struct LookupKey {
+    buf: Vec<u8>,
+    snapshot: Seqno,
+}
+
+impl LookupKey {
+    /// The search key of `user_key` in column family `cf` as of `snapshot` (at least 1).
+    pub fn new(cf: u32, user_key: &[u8], snapshot: Seqno) -> LookupKey {
+        let mut buf = Vec::with_capacity(4 + user_key.len() + TRAILER_BYTES);
+        buf.extend_from_slice(&cf.to_be_bytes());
+        buf.extend_from_slice(user_key);
+        buf.extend_from_slice(&seek_trailer(snapshot));
+        LookupKey { buf, snapshot }
+    }
+
+    /// Column family ++ internal key: the memtable's search key.
+    pub fn memtable_key(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// The internal key: a table's search key.
+    pub fn internal_key(&self) -> &[u8] {
+        &self.buf[4..]
+    }
+
+    /// The user key.
+    pub fn user_key(&self) -> &[u8] {
+        &self.buf[4..self.buf.len() - TRAILER_BYTES]
+    }
+
+    /// The column family.
+    pub fn cf(&self) -> u32 {
+        u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]])
+    }
+
+    /// The read's seqno: entries with a smaller seqno are visible.
+    pub fn snapshot(&self) -> Seqno {
+        self.snapshot
+    }
 }
 
 /// A decoded view of an internal key.
@@ -172,6 +222,11 @@ mod tests {
     #[test]
     fn parse_round_trips_and_rejects_garbage() {
         let k = make_internal(b"key", MAX_SEQNO, Kind::SingleDelete);
+        let lk = LookupKey::new(7, b"key", 10);
+        assert_eq!(lk.cf(), 7);
+        assert_eq!(lk.user_key(), b"key");
+        assert_eq!(lk.internal_key(), &seek_key(b"key", 10)[..]);
+        assert_eq!(&lk.memtable_key()[4..], lk.internal_key());
         let p = parse(&k).unwrap();
         assert_eq!(p.user_key, b"key");
         assert_eq!(p.seqno, MAX_SEQNO);

@@ -224,22 +224,16 @@ impl Memtable {
     }
 
     /// The newest entry of `user_key` in `cf` with `seqno < snapshot`.
-    pub(crate) fn get(
-        &self,
-        cf: u32,
-        user_key: &[u8],
-        snapshot: Seqno,
-    ) -> Option<(Kind, Seqno, Vec<u8>)> {
-        let buf = probe_bytes(cf, &key::seek_key(user_key, snapshot));
+    pub(crate) fn get(&self, lk: &key::LookupKey) -> Option<(Kind, Seqno, Vec<u8>)> {
         let e = self
             .map
-            .lower_bound(Bound::Included(&MemKey::probe(&buf)))?;
+            .lower_bound(Bound::Included(&MemKey::probe(lk.memtable_key())))?;
         let k = e.key();
-        if k.cf() != cf {
+        if k.cf() != lk.cf() {
             return None;
         }
         let p = key::parse(k.ikey())?;
-        if p.user_key != user_key {
+        if p.user_key != lk.user_key() {
             return None;
         }
         Some((p.kind, p.seqno, k.value().to_vec()))
@@ -365,13 +359,16 @@ mod tests {
         m.insert(0, b"k", 20, Kind::Put, b"v20");
         m.insert(0, b"k", 30, Kind::Delete, b"");
         m.insert(1, b"k", 15, Kind::Put, b"cf1");
-        assert_eq!(m.get(0, b"k", 11).unwrap().2, b"v10");
-        assert_eq!(m.get(0, b"k", 25).unwrap().2, b"v20");
-        assert_eq!(m.get(0, b"k", 31).unwrap().0, Kind::Delete);
-        assert!(m.get(0, b"k", 10).is_none());
-        assert_eq!(m.get(1, b"k", 100).unwrap().2, b"cf1");
-        assert!(m.get(2, b"k", 100).is_none());
-        assert!(m.get(0, b"j", 100).is_none());
+        assert_eq!(m.get(&key::LookupKey::new(0, b"k", 11)).unwrap().2, b"v10");
+        assert_eq!(m.get(&key::LookupKey::new(0, b"k", 25)).unwrap().2, b"v20");
+        assert_eq!(
+            m.get(&key::LookupKey::new(0, b"k", 31)).unwrap().0,
+            Kind::Delete
+        );
+        assert!(m.get(&key::LookupKey::new(0, b"k", 10)).is_none());
+        assert_eq!(m.get(&key::LookupKey::new(1, b"k", 100)).unwrap().2, b"cf1");
+        assert!(m.get(&key::LookupKey::new(2, b"k", 100)).is_none());
+        assert!(m.get(&key::LookupKey::new(0, b"j", 100)).is_none());
         assert_eq!(m.cfs(), vec![0, 1]);
     }
 

@@ -149,21 +149,18 @@ impl CfVersion {
     /// found decides, because level 0's tables own disjoint seqno ranges, newest first, and
     /// each level is newer than the one below (level-0 compactions take all of level 0).
     /// As LevelDB's `Version::Get`.
-    pub(crate) fn get(
-        &self,
-        user_key: &[u8],
-        snapshot: key::Seqno,
-    ) -> Result<Option<(key::Kind, Vec<u8>)>> {
+    pub(crate) fn get(&self, lk: &key::LookupKey) -> Result<Option<(key::Kind, Vec<u8>)>> {
+        let user_key = lk.user_key();
         for t in &self.levels[0] {
             if t.user_smallest() <= user_key && user_key <= t.user_largest() {
-                if let Some((kind, _, v)) = t.table()?.get(user_key, snapshot)? {
+                if let Some((kind, _, v)) = t.table()?.get_at(lk)? {
                     return Ok(Some((kind, v)));
                 }
             }
         }
         for level in 1..LEVELS {
             if let Some(t) = self.find_in_level(level, user_key) {
-                if let Some((kind, _, v)) = t.table()?.get(user_key, snapshot)? {
+                if let Some((kind, _, v)) = t.table()?.get_at(lk)? {
                     return Ok(Some((kind, v)));
                 }
             }

@@ -266,12 +266,14 @@ impl DbInner {
             Kind::Put => Some(v),
             _ => None,
         };
+        // The search key, built once for every memtable and table this read visits.
+        let lk = key::LookupKey::new(cf, key, snapshot);
         for m in &sv.mems {
-            if let Some((kind, _, v)) = m.get(cf, key, snapshot) {
+            if let Some((kind, _, v)) = m.get(&lk) {
                 return Ok(found(kind, v));
             }
         }
-        Ok(cfv.get(key, snapshot)?.and_then(|(kind, v)| found(kind, v)))
+        Ok(cfv.get(&lk)?.and_then(|(kind, v)| found(kind, v)))
     }
 
     pub(crate) fn iter(

@@ -94,13 +94,19 @@ impl DbInner {
         if batch.is_empty() {
             return Ok(());
         }
-        batch.validate()?;
+        // Decoded once: checked here, applied below.
+        let entries = batch.entries()?;
         self.check_writable()?;
         {
             let sv = self.super_version();
-            for cf in batch.cf_ids() {
-                if !sv.version.cfs.contains_key(&cf) {
-                    return Err(self.cf_not_found(cf));
+            let mut checked = u32::MAX;
+            for e in &entries {
+                // Batches usually write one family, or runs of one: skip repeats cheaply.
+                if e.cf != checked {
+                    if !sv.version.cfs.contains_key(&e.cf) {
+                        return Err(self.cf_not_found(e.cf));
+                    }
+                    checked = e.cf;
                 }
             }
         }
@@ -124,7 +130,6 @@ impl DbInner {
             );
             return Err(Error::Poisoned);
         }
-        let entries = batch::decode(batch.payload()).map_err(|e| Error::invalid(e.0))?;
         {
             let sv = self.sv.read();
             let mem = mem_for(&sv.mems, lsn);

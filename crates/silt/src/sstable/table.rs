@@ -124,17 +124,25 @@ impl Table {
     }
 
     /// The newest entry of `user_key` with `seqno < snapshot`, as `(kind, seqno, value)`.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn get(
         &self,
         user_key: &[u8],
         snapshot: Seqno,
     ) -> Result<Option<(Kind, Seqno, Vec<u8>)>> {
-        if snapshot == 0 || !self.may_contain(user_key) {
+        self.get_at(&key::LookupKey::new(0, user_key, snapshot))
+    }
+
+    /// The newest entry of the lookup's user key visible at its snapshot, if this table
+    /// holds one. The search key is built once per read, by the caller.
+    pub(crate) fn get_at(&self, lk: &key::LookupKey) -> Result<Option<(Kind, Seqno, Vec<u8>)>> {
+        let user_key = lk.user_key();
+        if lk.snapshot() == 0 || !self.may_contain(user_key) {
             return Ok(None);
         }
-        let target = key::seek_key(user_key, snapshot);
+        let target = lk.internal_key();
         let mut index = BlockIter::new(self.index.clone());
-        index.seek(&target);
+        index.seek(target);
         // Usually one block; the first entry >= target may open the next one.
         loop {
             if !index.valid() {
@@ -146,7 +154,7 @@ impl Table {
             let handle = self.decode_handle(index.value())?;
             let block = self.read_data_block(handle, true)?;
             let mut data = BlockIter::new(block);
-            data.seek(&target);
+            data.seek(target);
             if data.valid() {
                 let parsed = key::parse(data.key()).ok_or_else(|| {
                     Error::corruption(&self.path, handle.offset, "malformed internal key")
