@@ -40,8 +40,8 @@ mod async_api;
 pub use error::{Error, Result};
 pub use format::{max_payload_bytes, MAX_PAYLOAD_BYTES};
 pub use options::{AppendOptions, Options, Preallocate, Strategy, SyncMode};
-pub use recovery::{Reader, Record};
-pub use wal::{Damage, DamageKind, RecoveryInfo, Wal, WalStats};
+pub use recovery::{Damage, DamageKind, Reader, Record, RecoveryInfo};
+pub use wal::{Wal, WalStats};
 
 /// A log sequence number: the byte position of a record in the log. Later records have
 /// larger LSNs.

@@ -16,7 +16,7 @@
 //! 6. Every record carries the `durable` value seen when it was encoded; recovery uses it to
 //!    tell a torn tail (truncate) from lost durable data (`Corruption`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -30,7 +30,7 @@ use crate::format::{
     SEGMENT_HEADER_BYTES,
 };
 use crate::options::{AppendOptions, Options, Strategy, SyncMode};
-use crate::recovery::{self, Recovered};
+use crate::recovery::{self, Recovered, RecoveryInfo};
 use crate::segment::Segments;
 use crate::watermark::{contended, timed_yield, Backoff, Event, FillRing, SyncEnv, SyncStream};
 use crate::{timed, Lsn};
@@ -64,64 +64,6 @@ pub struct WalStats {
     pub durable_lsn: Lsn,
     /// Everything below this LSN is in the OS.
     pub filled_lsn: Lsn,
-}
-
-/// What opening the log found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RecoveryInfo {
-    /// LSN of the oldest record still in the log (or of the tail if there is none).
-    pub first_lsn: Lsn,
-    /// Where the next record will go.
-    pub tail_lsn: Lsn,
-    /// Valid records found.
-    pub records: u64,
-    /// A tail that was cut off: the file and the offset where the cut began (the first
-    /// invalid record). `None` if the log ended cleanly (zeros after the last record).
-    pub truncated: Option<(PathBuf, u64)>,
-    /// What was cut off at the tail, and where its bytes were kept: set whenever
-    /// `truncated` is.
-    pub cut: Option<Damage>,
-    /// Damage below [`crate::Options::required_from`], skipped: nothing needed was lost.
-    pub skipped: Vec<Damage>,
-}
-
-/// Whether bad bytes in the log were the unfinished end of the log or damage in its middle.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DamageKind {
-    /// Zeros or garbage to the end of the log: the end of appends that a crash cut short
-    /// (no valid record follows).
-    TornTail,
-    /// Valid records follow the bad bytes, none of them covering the bad bytes with a
-    /// durable watermark: a hole in records that were never synced (a machine crash in
-    /// `SyncMode::None` or between interval syncs), or bit rot there. By the prefix rule
-    /// the records after the hole are not replayed; their bytes are kept.
-    RecordsFollow,
-}
-
-/// Bad bytes recovery found, what it did with them and where it kept them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Damage {
-    /// Torn tail or a hole with records after it.
-    pub kind: DamageKind,
-    /// The segment file holding the first bad byte.
-    pub file: PathBuf,
-    /// The offset in `file` of the first invalid record: where the cut (or the skipped
-    /// hole) begins.
-    pub offset: u64,
-    /// That record's LSN.
-    pub lsn: Lsn,
-    /// Why the record there is invalid.
-    pub reason: String,
-    /// Bytes from `offset` on that were cut off (up to the last non-zero byte, over every
-    /// segment cut); for skipped damage, the bytes up to the next valid record.
-    pub bytes: u64,
-    /// Valid records found after the bad bytes (not replayed, for a cut).
-    pub records_after: u64,
-    /// Where the cut bytes were kept: files in the log directory's `lost/`.
-    pub saved: Vec<PathBuf>,
 }
 
 /// A write-ahead log. Share it between threads by reference or in an `Arc`.
