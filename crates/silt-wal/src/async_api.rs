@@ -107,8 +107,20 @@ impl Waiters {
     }
 }
 
+/// Starts the sync service thread (see [`run_sync_service`]) for a log being opened.
+pub(crate) fn start_sync_service(
+    inner: &std::sync::Arc<Inner>,
+    threads: &mut Vec<std::thread::JoinHandle<()>>,
+) -> Result<()> {
+    let i = inner.clone();
+    threads.push(crate::wal::spawn("silt-wal-async-sync", move || {
+        run_sync_service(&i)
+    })?);
+    Ok(())
+}
+
 /// The sync service thread: syncs whenever a future asked for more than is durable.
-pub(crate) fn run_sync_service(inner: &Inner) {
+fn run_sync_service(inner: &Inner) {
     let mut s = inner.waiters.service.lock();
     loop {
         while !s.shutdown && (s.requested <= inner.durable() || inner.is_poisoned()) {

@@ -34,7 +34,12 @@ mod timed;
 mod wal;
 mod watermark;
 
+// The async API (feature `tokio`), or its no-op hooks: the commit path calls the same
+// `async_api::Waiters` methods either way, so the core carries no `cfg`.
 #[cfg(feature = "tokio")]
+mod async_api;
+#[cfg(not(feature = "tokio"))]
+#[path = "async_off.rs"]
 mod async_api;
 
 pub use error::{Error, Result};

@@ -116,7 +116,6 @@ pub(crate) struct Inner {
     stop: Mutex<bool>,
     stop_cv: Condvar,
     pub(crate) timed: timed::Groups,
-    #[cfg(feature = "tokio")]
     pub(crate) waiters: crate::async_api::Waiters,
 }
 
@@ -190,7 +189,6 @@ impl Wal {
             stop: Mutex::new(false),
             stop_cv: Condvar::new(),
             timed: timed::Groups::default(),
-            #[cfg(feature = "tokio")]
             waiters: Default::default(),
         });
         let mut threads = Vec::new();
@@ -201,13 +199,7 @@ impl Wal {
             let i = inner.clone();
             threads.push(spawn("silt-wal-interval", move || i.run_interval(every))?);
         }
-        #[cfg(feature = "tokio")]
-        {
-            let i = inner.clone();
-            threads.push(spawn("silt-wal-async-sync", move || {
-                crate::async_api::run_sync_service(&i)
-            })?);
-        }
+        crate::async_api::start_sync_service(&inner, &mut threads)?;
         Ok(Wal {
             inner,
             threads,
@@ -347,7 +339,6 @@ impl Wal {
         *self.inner.stop.lock() = true;
         self.inner.stop_cv.notify_all();
         self.inner.segments.shutdown();
-        #[cfg(feature = "tokio")]
         self.inner.waiters.shutdown();
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -361,7 +352,7 @@ impl Drop for Wal {
     }
 }
 
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
+pub(crate) fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name.into())
         .spawn(f)
@@ -580,7 +571,6 @@ impl Inner {
 
     pub(crate) fn on_filled(&self) {
         self.filled_ev.notify();
-        #[cfg(feature = "tokio")]
         self.waiters.wake_filled(self.ring.filled());
     }
 
@@ -681,7 +671,6 @@ impl Inner {
         self.filled_ev.notify();
         self.stream.ev.notify();
         self.timed.poison();
-        #[cfg(feature = "tokio")]
         self.waiters.wake_all();
     }
 
@@ -786,8 +775,7 @@ impl SyncEnv for Inner {
         self.last_batch.store(now - then, SeqCst);
     }
 
-    fn synced(&self, _to: u64) {
-        #[cfg(feature = "tokio")]
-        self.waiters.wake_durable(_to);
+    fn synced(&self, to: u64) {
+        self.waiters.wake_durable(to);
     }
 }
