@@ -36,6 +36,8 @@
 //! The `repro_*` tests are minimal reproducers of engine bugs this test found, kept as
 //! regressions.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
@@ -43,6 +45,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{debug_entries, engine_panics, install_engine_panic_hook, show};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use silt::{ColumnFamily, Db, DbBuilder, Snapshot, SyncMode, WriteBatch, WriteOptions};
@@ -186,10 +189,6 @@ impl World {
 }
 
 type Check = Result<(), String>;
-
-fn show(k: &[u8]) -> String {
-    String::from_utf8_lossy(k).into_owned()
-}
 
 // ------------------------------------------------------------------------------ writers
 
@@ -959,40 +958,13 @@ fn seed() -> u64 {
         })
 }
 
-/// Panics on the engine's threads (all named `silt-...`), which nothing else would report.
-static ENGINE_PANICS: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-fn install_panic_hook() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let prev = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let name = thread::current().name().unwrap_or("?").to_string();
-            if name.starts_with("silt-") {
-                ENGINE_PANICS
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(format!("thread {name}: {info}"));
-            }
-            prev(info);
-        }));
-    });
-}
-
-fn engine_panics() -> Vec<String> {
-    ENGINE_PANICS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
-}
-
 /// The variants run one after another: each gets the machine, and the total time is
 /// what `SILT_CONCURRENCY_SECS` says.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn run(sync: SyncMode, ncf: usize) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    install_panic_hook();
+    install_engine_panic_hook();
     let seed = seed();
     let label = format!("{sync:?}, {ncf} column families, seed {seed}");
     let duration = Duration::from_secs_f64(secs() / VARIANTS as f64);
@@ -1323,16 +1295,4 @@ fn repro_flush_returns_while_writes_continue() {
         returned_with_writes_running,
         "five flushes took {took:?}: they returned only once the writes stopped"
     );
-}
-
-/// Every stored entry of `key`, for a failure's diagnostics (`Db::debug_entries`, feature
-/// `testing`, which `scripts/test.sh` turns on with `--all-features`).
-fn debug_entries(db: &Db, cf: &silt::ColumnFamily, key: &[u8]) -> Vec<String> {
-    #[cfg(feature = "testing")]
-    return db.debug_entries(cf, key);
-    #[cfg(not(feature = "testing"))]
-    {
-        let _ = (db, cf, key);
-        vec!["(run with --features testing to list the stored entries)".into()]
-    }
 }

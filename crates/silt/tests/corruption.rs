@@ -31,12 +31,15 @@
 //! The `repro_*` tests are minimal reproducers of engine bugs these cases found, kept as
 //! regressions.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, Once, OnceLock};
+use std::sync::OnceLock;
 
+use common::{engine_panics, install_engine_panic_hook, show};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use silt::{ColumnFamily, Db, DbBuilder, Error};
@@ -376,32 +379,6 @@ fn write_image(image: &BTreeMap<PathBuf, Vec<u8>>, to: &Path) {
 
 // ------------------------------------------------------------------------------ panics
 
-static PANICS: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-/// Records every panic on the engine's background threads, which nothing else would report.
-fn install_panic_hook() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let prev = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let name = std::thread::current().name().unwrap_or("?").to_string();
-            // Test threads' panics are caught where they happen; the engine's threads are
-            // all named `silt-...`.
-            if name.starts_with("silt-") {
-                PANICS
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(format!("thread {name}: {info}"));
-            }
-            prev(info);
-        }));
-    });
-}
-
-fn panics_so_far() -> usize {
-    PANICS.lock().unwrap_or_else(|e| e.into_inner()).len()
-}
-
 // ------------------------------------------------------------------------------ reading
 
 /// The file an error names, if any.
@@ -431,10 +408,6 @@ impl Outcome {
             .iter()
             .chain(self.read_errors.iter().map(|(_, e)| e))
     }
-}
-
-fn show(k: &[u8]) -> String {
-    String::from_utf8_lossy(k).into_owned()
 }
 
 /// Reopens `dir` and reads everything `fx` knows about.
@@ -570,14 +543,14 @@ fn case(
     expect: Expect<'_>,
     damage: impl FnOnce(&Path),
 ) -> (Outcome, Vec<String>) {
-    install_panic_hook();
+    install_engine_panic_hook();
     let tmp = tempdir();
     let dir = tmp.path().join("db");
     write_image(&fx.image, &dir);
     // The expected paths are relative to the database directory.
     let rebase = |p: &Path| dir.join(p);
     damage(&dir);
-    let panics = panics_so_far();
+    let panics = engine_panics().len();
     let mut fail = Vec::new();
     let out = match catch_unwind(AssertUnwindSafe(|| exercise(fx, &dir))) {
         Ok(out) => out,
@@ -591,8 +564,7 @@ fn case(
             Outcome::default()
         }
     };
-    let new_panics: Vec<String> =
-        PANICS.lock().unwrap_or_else(|e| e.into_inner())[panics..].to_vec();
+    let new_panics: Vec<String> = engine_panics()[panics..].to_vec();
     if !new_panics.is_empty() {
         fail.push(format!("{label}: panics on engine threads: {new_panics:?}"));
     }

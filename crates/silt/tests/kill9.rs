@@ -23,6 +23,8 @@
 //! (the seed of the kill delays and of the checks' sampling; printed by every run and
 //! every failure). The child is this same test binary, re-run with `SILT_KILL9_CHILD` set.
 
+mod common;
+
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
@@ -32,6 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::mix64;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use silt::{ColumnFamily, Db, SyncMode, WriteBatch, WriteOptions};
@@ -101,13 +104,6 @@ fn deleted_by(n: u64) -> Option<u64> {
 fn is_deleted(j: u64, k: u64) -> bool {
     let m = j + DELETE_BACK;
     m < k && deleted_by(m) == Some(j)
-}
-
-fn mix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 fn value_seed(t: usize, n: u64, tag: u8) -> u64 {

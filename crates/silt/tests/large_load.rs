@@ -11,8 +11,11 @@
 //! `SILT_LARGE_KEYS` changes the key count (default 10,000,000), `SILT_LARGE_DIR` the
 //! parent directory of the database (default the system temp dir).
 
+mod common;
+
 use std::time::Instant;
 
+use common::{dir_bytes, mix64};
 use silt::{Db, SyncMode, WriteBatch, WriteOptions};
 
 const VALUE_BYTES: usize = 100;
@@ -30,27 +33,10 @@ fn value(i: u64, out: &mut [u8; VALUE_BYTES]) {
     // splitmix64 stream seeded by the key index: incompressible and checkable.
     let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     for chunk in out.chunks_mut(8) {
+        let z = mix64(x); // adds the increment, then mixes: the same stream as before
         x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
         chunk.copy_from_slice(&z.to_le_bytes()[..chunk.len()]);
     }
-}
-
-fn dir_bytes(path: &std::path::Path) -> u64 {
-    let mut total = 0;
-    for e in std::fs::read_dir(path).unwrap() {
-        let e = e.unwrap();
-        let md = e.metadata().unwrap();
-        total += if md.is_dir() {
-            dir_bytes(&e.path())
-        } else {
-            md.len()
-        };
-    }
-    total
 }
 
 fn open(path: &std::path::Path) -> Db {

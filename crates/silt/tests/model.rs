@@ -5,10 +5,13 @@
 //! `SILT_MODEL_CASES` (default 24) sets how many seeds run, `SILT_MODEL_OPS` (default 600)
 //! how many operations each, `SILT_MODEL_BASE` the first seed.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
+use common::debug_entries;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use silt::{ColumnFamily, Compression, Db, Snapshot, SyncMode, WriteBatch, WriteOptions};
@@ -614,16 +617,4 @@ fn model_reaches_deep_levels() {
     );
     let got: Model = db.range::<&[u8], _>(..).rev().map(|r| r.unwrap()).collect();
     assert!(got == m);
-}
-
-/// Every stored entry of `key`, for a failure's diagnostics (`Db::debug_entries`, feature
-/// `testing`, which `scripts/test.sh` turns on with `--all-features`).
-fn debug_entries(db: &Db, cf: &silt::ColumnFamily, key: &[u8]) -> Vec<String> {
-    #[cfg(feature = "testing")]
-    return db.debug_entries(cf, key);
-    #[cfg(not(feature = "testing"))]
-    {
-        let _ = (db, cf, key);
-        vec!["(run with --features testing to list the stored entries)".into()]
-    }
 }
