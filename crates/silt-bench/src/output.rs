@@ -223,6 +223,10 @@ pub struct EngineResult {
     /// delays are in its own file layer), else `null`.
     #[serde(default)]
     pub delayed_fsyncs: Option<u64>,
+    /// Whether the preload was copied from a load image (`run --load-cache`) instead of
+    /// loaded again; `load_seconds` is then the copy's time. `null` without a preload.
+    #[serde(default)]
+    pub load_from_image: Option<bool>,
 }
 
 impl EngineResult {
@@ -298,6 +302,7 @@ pub const CSV_COLUMNS: &[&str] = &[
     "base_workload",
     "read_percent",
     "delayed_fsyncs",
+    "load_from_image",
 ];
 
 fn csv_field(s: &str) -> String {
@@ -524,6 +529,7 @@ mod tests {
             base_workload: None,
             read_percent: None,
             delayed_fsyncs: None,
+            load_from_image: None,
         };
         let v = serde_json::to_value(&r).unwrap();
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();

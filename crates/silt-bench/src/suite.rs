@@ -16,7 +16,10 @@
 //! | delete | random_delete | N deletes | none | 1 |
 //! | durable batches | random_write, random_delete | N/20 keys | full | 1, 10, 100, 1000 |
 //!
-//! Every cell runs in its own process (as `run` does). Results go to `--out`
+//! Every cell runs in its own process (as `run` does). Cells that preload the same keys
+//! share one load per engine: the first loads and settles, later ones copy its closed
+//! database directory (`run --load-cache`), and every preloading cell reopens the engine
+//! before its timed phase. Results go to `--out`
 //! (`results.jsonl`, one `run --format json` line per cell; `command.txt`), and the report
 //! to `--out/report.md` with SVG charts in `--out/charts`.
 
@@ -114,6 +117,206 @@ fn seeds(n: u64) -> Vec<Group> {
     ]
 }
 
+/// Measured wall seconds of one cell of the default suite on a 2-vCPU machine
+/// (BENCHMARKS.md, "The seed suite's own time", 2026-11-24): the timed phase, the settle and
+/// about 0.1 s of process start, open, close and removal, but not the preload, which is in
+/// [`LOAD_SECONDS`] and [`COPY_SECONDS`]. Per engine and workload (`workload@full/batch`
+/// for the durable-batches group), normalised to 1,000,000 keys; an estimate scales them
+/// linearly with the cell's key count.
+const CELL_SECONDS: &[(&str, &str, f64)] = &[
+    ("silt", "seq_write", 1.89),
+    ("silt", "random_write", 5.14),
+    ("silt", "zipf_write", 4.31),
+    ("silt", "small_value", 5.08),
+    ("sqlite", "seq_write", 10.51),
+    ("sqlite", "random_write", 19.89),
+    ("sqlite", "zipf_write", 8.56),
+    ("sqlite", "small_value", 17.89),
+    ("silt", "large_value", 20.75),
+    ("sqlite", "large_value", 55.79),
+    ("silt", "random_read", 2.02),
+    ("silt", "random_mixed", 3.78),
+    ("silt", "zipf_mixed", 2.68),
+    ("silt", "random_seek", 4.54),
+    ("silt", "seq_seek", 0.84),
+    ("silt", "zipf_seek", 3.08),
+    ("sqlite", "random_read", 2.53),
+    ("sqlite", "random_mixed", 7.80),
+    ("sqlite", "zipf_mixed", 6.45),
+    ("sqlite", "random_seek", 2.20),
+    ("sqlite", "seq_seek", 1.50),
+    ("sqlite", "zipf_seek", 2.03),
+    ("silt", "range100", 1.41),
+    ("silt", "seq_range", 0.71),
+    ("sqlite", "range100", 1.12),
+    ("sqlite", "seq_range", 0.71),
+    ("silt", "range1000", 1.06),
+    ("sqlite", "range1000", 0.74),
+    ("silt", "iterate", 0.35),
+    ("sqlite", "iterate", 0.30),
+    ("silt", "random_delete", 3.87),
+    ("sqlite", "random_delete", 22.13),
+    ("silt", "random_write@full/1", 134.44),
+    ("silt", "random_write@full/10", 18.96),
+    ("silt", "random_write@full/100", 8.42),
+    ("silt", "random_write@full/1000", 6.31),
+    ("silt", "random_delete@full/1", 137.45),
+    ("silt", "random_delete@full/10", 19.12),
+    ("silt", "random_delete@full/100", 8.11),
+    ("silt", "random_delete@full/1000", 5.82),
+    ("sqlite", "random_write@full/1", 135.97),
+    ("sqlite", "random_write@full/10", 42.19),
+    ("sqlite", "random_write@full/100", 17.57),
+    ("sqlite", "random_write@full/1000", 9.53),
+    ("sqlite", "random_delete@full/1", 206.72),
+    ("sqlite", "random_delete@full/10", 36.53),
+    ("sqlite", "random_delete@full/100", 24.42),
+    ("sqlite", "random_delete@full/1000", 13.98),
+];
+
+/// Measured wall seconds of one preload of 1,000,000 keys (16 + 100 bytes): load, settle,
+/// close, copy into the image directory and reopen.
+const LOAD_SECONDS: &[(&str, f64)] = &[("silt", 3.71), ("sqlite", 39.17)];
+
+/// Measured wall seconds to copy a load image of 1,000,000 keys into a cell's directory
+/// and open it (silt's includes its preallocated log segments).
+const COPY_SECONDS: &[(&str, f64)] = &[("silt", 0.35), ("sqlite", 0.05)];
+
+/// Engines the tables above do not know are estimated as this one (the slowest measured).
+const UNKNOWN_LIKE: &str = "sqlite";
+
+/// What the suite will run and about how long it takes, for the estimate printed at the
+/// start and the progress bar (weighted by each cell's estimate).
+struct Plan {
+    total_ms: u64,
+    cells: usize,
+}
+
+/// The load images a run has made so far: (engine, keys, sync).
+#[derive(Default)]
+struct Images(std::collections::HashSet<(String, u64, &'static str)>);
+
+fn per_engine<'a, T: Copy>(table: &'a [(&'a str, T)], engine: &str) -> T {
+    table
+        .iter()
+        .find(|(e, _)| *e == engine)
+        .or_else(|| table.iter().find(|(e, _)| *e == UNKNOWN_LIKE))
+        .map(|(_, v)| *v)
+        .expect("the tables list UNKNOWN_LIKE")
+}
+
+/// [`CELL_SECONDS`] of a cell; a cell the table does not list (another suite size or a new
+/// workload) is taken as the engine's slowest listed one.
+fn cell_seconds(engine: &str, workload: &str, sync: &str, batch: usize) -> f64 {
+    let known = CELL_SECONDS.iter().any(|(e, _, _)| *e == engine);
+    let e = if known { engine } else { UNKNOWN_LIKE };
+    let key = if sync == "none" {
+        workload.to_string()
+    } else {
+        format!("{workload}@{sync}/{batch}")
+    };
+    CELL_SECONDS
+        .iter()
+        .find(|(x, w, _)| *x == e && *w == key)
+        .map(|(_, _, s)| *s)
+        .unwrap_or_else(|| {
+            CELL_SECONDS
+                .iter()
+                .filter(|(x, _, _)| *x == e)
+                .map(|(_, _, s)| *s)
+                .fold(0.0, f64::max)
+        })
+}
+
+impl Plan {
+    fn new(groups: &[Group], engines: &[String], repeat: usize) -> Plan {
+        let mut plan = Plan {
+            total_ms: 0,
+            cells: 0,
+        };
+        let mut images = Images::default();
+        for _ in 0..repeat {
+            for g in groups {
+                for e in engines {
+                    for w in g.workloads.split(',') {
+                        for b in g.batch.split(',') {
+                            let b = b.parse().unwrap_or(1);
+                            plan.total_ms += Plan::ms(e, w, g.sync, b, g, &mut images);
+                            plan.cells += 1;
+                        }
+                    }
+                }
+            }
+        }
+        plan
+    }
+
+    /// The estimate of one cell of group `g` in milliseconds. A cell that preloads pays a
+    /// whole load the first time its engine loads `g.num` keys (`images` remembers), and a
+    /// copy of the image after that, as `run --load-cache` does.
+    fn ms(
+        engine: &str,
+        workload: &str,
+        sync: &str,
+        batch: usize,
+        g: &Group,
+        images: &mut Images,
+    ) -> u64 {
+        let scale = g.num as f64 / 1e6;
+        let load = if !crate::run::preloads(workload) {
+            0.0
+        } else if images.0.insert((engine.to_string(), g.num, g.sync)) {
+            per_engine(LOAD_SECONDS, engine) * scale
+        } else {
+            per_engine(COPY_SECONDS, engine) * scale
+        };
+        ((cell_seconds(engine, workload, sync, batch) * scale + load) * 1000.0) as u64
+    }
+
+    fn total_ms(&self) -> u64 {
+        self.total_ms.max(1)
+    }
+
+    fn describe(&self, engines: &[String]) -> String {
+        let unknown: Vec<&str> = engines
+            .iter()
+            .filter(|e| !LOAD_SECONDS.iter().any(|(k, _)| k == e))
+            .map(String::as_str)
+            .collect();
+        let mut s = format!(
+            "silt-bench suite seeds: {} cells, about {} on a 2-vCPU machine like the one measured \
+             (BENCHMARKS.md); the bar below is weighted by each cell's estimate",
+            self.cells,
+            fmt_minutes(self.total_ms as f64 / 1000.0)
+        );
+        if !unknown.is_empty() {
+            s.push_str(&format!(
+                "; no timings for {} yet, estimated as {UNKNOWN_LIKE}",
+                unknown.join(", ")
+            ));
+        }
+        s
+    }
+}
+
+/// A line above the progress bar, or on stderr as it is when there is no bar to draw
+/// (stderr is not a terminal).
+fn say(bar: &indicatif::ProgressBar, line: String) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
+}
+
+fn fmt_minutes(secs: f64) -> String {
+    if secs < 90.0 {
+        format!("{secs:.0} s")
+    } else {
+        format!("{:.0} min", secs / 60.0)
+    }
+}
+
 pub fn suite(a: SuiteArgs) -> Result<(), String> {
     if a.name != "seeds" {
         return Err(format!("unknown suite {:?} (known: seeds)", a.name));
@@ -134,17 +337,50 @@ pub fn suite(a: SuiteArgs) -> Result<(), String> {
     );
     std::fs::write(a.out.join("command.txt"), format!("{note}\n"))
         .map_err(|e| format!("{}: {e}", a.out.display()))?;
+    // One load per engine and load shape, copied into every cell that preloads the same
+    // keys (see `run --load-cache`): most of the suite's read cells preload the same N keys.
+    let load_cache = match &a.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).map_err(|e| format!("--dir {}: {e}", d.display()))?;
+            tempfile::Builder::new()
+                .prefix("load-images-")
+                .tempdir_in(d)
+        }
+        None => tempfile::Builder::new()
+            .prefix("silt-bench-load-")
+            .tempdir(),
+    }
+    .map_err(|e| format!("load image directory: {e}"))?;
     let started = std::time::Instant::now();
     let mut all: Vec<EngineResult> = Vec::new();
     let groups = seeds(a.num);
+    let engines = crate::stats::names(&a.engines);
+    let plan = Plan::new(&groups, &engines, a.repeat.max(1));
+    let mut images = Images::default();
+    let mut done = 0;
+    eprintln!("{}", plan.describe(&engines));
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(plan.total_ms()),
+        indicatif::ProgressDrawTarget::stderr_with_hz(2),
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "suite seeds {wide_bar} {percent}% {elapsed} of ~{msg}",
+        )
+        .expect("a valid template"),
+    );
+    bar.set_message(fmt_minutes(plan.total_ms() as f64 / 1000.0));
     for repeat in 0..a.repeat.max(1) {
         for g in &groups {
-            eprintln!(
-                "silt-bench suite seeds: {} (repeat {}/{}): {}",
-                g.name,
-                repeat + 1,
-                a.repeat.max(1),
-                g.workloads
+            say(
+                &bar,
+                format!(
+                    "silt-bench suite seeds: {} (repeat {}/{}): {}",
+                    g.name,
+                    repeat + 1,
+                    a.repeat.max(1),
+                    g.workloads
+                ),
             );
             let args = RunArgs {
                 engines: a.engines.clone(),
@@ -158,10 +394,27 @@ pub fn suite(a: SuiteArgs) -> Result<(), String> {
                 dir: a.dir.clone(),
                 fsync_delay_us: a.fsync_delay_us,
                 seed: a.seed,
+                load_cache: Some(load_cache.path().to_path_buf()),
+                quiet: true,
                 ..RunArgs::defaults()
             };
             let mut write_err = None;
             crate::run::run_matrix(&args, &mut |r| {
+                done += 1;
+                if r.status != "unavailable" {
+                    say(
+                        &bar,
+                        format!("[{done}/{}] {}", plan.cells, crate::run::progress(r)),
+                    );
+                }
+                bar.inc(Plan::ms(
+                    &r.engine,
+                    &r.workload,
+                    &r.sync,
+                    r.batch,
+                    g,
+                    &mut images,
+                ));
                 let mut r = r.clone();
                 r.repeat = repeat;
                 let line = crate::output::engine_json_line(&r);
@@ -175,10 +428,12 @@ pub fn suite(a: SuiteArgs) -> Result<(), String> {
             }
         }
     }
+    bar.finish_and_clear();
     eprintln!(
-        "silt-bench suite seeds: {} cells in {:.0} s",
+        "silt-bench suite seeds: {} cells in {:.0} s (estimated {:.0} s)",
         all.len(),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        plan.total_ms() as f64 / 1000.0
     );
     let report = crate::report::write_report(&a.out, &all, &a.out.join("charts"), "silt", &note)?;
     println!("{}", report.display());
@@ -210,5 +465,26 @@ mod tests {
         }
         let durable = groups.iter().find(|g| g.sync == "full").unwrap();
         assert_eq!(durable.batch, "1,10,100,1000");
+    }
+
+    #[test]
+    fn the_estimate_pays_one_load_per_engine_and_shape_and_copies_after() {
+        let groups = seeds(1_000_000);
+        let one = |e: &str, repeat| Plan::new(&groups, &[e.to_string()], repeat);
+        let silt = one("silt", 1);
+        assert_eq!(silt.cells, 24);
+        // Loads: 1M keys (sync none) and 50K keys (the durable group), once each; every
+        // other preloading cell copies an image.
+        let loads = (LOAD_SECONDS[0].1 * (1.0 + 0.05) * 1000.0) as u64;
+        assert!(silt.total_ms > loads, "{}", silt.total_ms);
+        // A second repeat finds the images: it costs less than the first.
+        let twice = one("silt", 2);
+        assert!(twice.total_ms < 2 * silt.total_ms);
+        assert!(twice.total_ms > silt.total_ms);
+        // An engine without timings is estimated as the slowest measured one.
+        assert_eq!(one("rocksdb", 1).total_ms, one(UNKNOWN_LIKE, 1).total_ms);
+        // Twice the keys, about twice the time.
+        let big = Plan::new(&seeds(2_000_000), &["silt".to_string()], 1);
+        assert!(big.total_ms > silt.total_ms * 19 / 10 && big.total_ms < silt.total_ms * 21 / 10);
     }
 }

@@ -143,10 +143,12 @@ pub(super) fn flush_ticks() {
 /// A progress bar on stderr for one phase of a cell (hidden when stderr is not a
 /// terminal, so logs and tests see none).
 pub(super) fn bar(spec: &CellSpec, phase: &str, len: u64) -> indicatif::ProgressBar {
-    let pb = indicatif::ProgressBar::with_draw_target(
-        Some(len),
-        indicatif::ProgressDrawTarget::stderr_with_hz(4),
-    );
+    let target = if spec.args.quiet {
+        indicatif::ProgressDrawTarget::hidden()
+    } else {
+        indicatif::ProgressDrawTarget::stderr_with_hz(4)
+    };
+    let pb = indicatif::ProgressBar::with_draw_target(Some(len), target);
     pb.set_style(
         indicatif::ProgressStyle::with_template(
             "{prefix} {wide_bar} {human_pos}/{human_len} {per_sec} eta {eta}",
@@ -514,6 +516,24 @@ pub(super) fn load(
     Ok(())
 }
 
+/// Copies the directory tree `from` into `to` (created; regular files and directories only:
+/// every engine's database directory is just that).
+fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
+    let err = |p: &Path, e: std::io::Error| format!("copy {}: {e}", p.display());
+    std::fs::create_dir_all(to).map_err(|e| err(to, e))?;
+    for entry in std::fs::read_dir(from).map_err(|e| err(from, e))? {
+        let entry = entry.map_err(|e| err(from, e))?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().map_err(|e| err(&src, e))?;
+        if kind.is_dir() {
+            copy_dir(&src, &dst)?;
+        } else if kind.is_file() {
+            std::fs::copy(&src, &dst).map_err(|e| err(&src, e))?;
+        }
+    }
+    Ok(())
+}
+
 /// How long a cell waits for background compaction to settle after a load or a fill.
 pub(super) const SETTLE_MAX: Duration = Duration::from_secs(120);
 
@@ -538,19 +558,48 @@ pub(super) fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
         fsync_delay_model: a.fsync_delay_model.clone(),
         threads,
     };
-    let engine = engine::open(&spec.engine, &cfg)?;
     let values = Values::new(a.seed, a.value_bytes);
     let entry_bytes = (a.key_bytes + a.value_bytes) as u64;
+    // A load image (`--load-cache`): this cell's preload, already done by an earlier cell.
+    let image = match &a.load_cache {
+        Some(cache) if w.preloads() => Some(cache.join(format!(
+            "{}-n{}-k{}-v{}-seed{}-{}-{}",
+            spec.engine, a.num, a.key_bytes, a.value_bytes, a.seed, a.load_order, spec.sync
+        ))),
+        _ => None,
+    };
+    let t = Instant::now();
+    let from_image = match &image {
+        Some(img) if img.is_dir() => {
+            copy_dir(img, &spec.dir)?;
+            true
+        }
+        _ => false,
+    };
+    let mut engine = engine::open(&spec.engine, &cfg)?;
 
     if w.preloads() {
-        let t = Instant::now();
-        let pb = bar(spec, "load", a.num);
-        load(&*engine, a, &values, &pb)?;
-        pb.set_message("flush");
-        engine.flush()?;
-        engine.wait_idle(SETTLE_MAX);
-        pb.finish_and_clear();
+        if !from_image {
+            let pb = bar(spec, "load", a.num);
+            load(&*engine, a, &values, &pb)?;
+            pb.set_message("flush");
+            engine.flush()?;
+            engine.wait_idle(SETTLE_MAX);
+            pb.finish_and_clear();
+            if let Some(img) = &image {
+                // Closed, so the directory is a consistent database; then reopened, as a
+                // cell that copies the image will be.
+                drop(engine);
+                let tmp = img.with_extension("tmp");
+                let _ = std::fs::remove_dir_all(&tmp);
+                copy_dir(&spec.dir, &tmp)?;
+                std::fs::rename(&tmp, img)
+                    .map_err(|e| format!("load image {}: {e}", img.display()))?;
+                engine = engine::open(&spec.engine, &cfg)?;
+            }
+        }
         r.load_seconds = Some(t.elapsed().as_secs_f64());
+        r.load_from_image = Some(from_image);
     }
 
     let ops_total = match w {

@@ -83,9 +83,15 @@ mod parent;
 mod workload;
 
 pub use child::cell;
-pub use parent::{run, run_matrix};
+pub use parent::{progress, run, run_matrix};
 #[cfg(test)]
 pub(crate) use workload::PRESETS;
+
+/// Whether the named workload (a `run` workload or a seed workload) preloads keys before
+/// its timed phase.
+pub fn preloads(name: &str) -> bool {
+    workload::resolve(name, &RunArgs::defaults()).is_ok_and(|(w, _, _)| w.preloads())
+}
 
 use crate::engine::{self, Engine, EngineConfig};
 use crate::output::{csv_header, csv_row, engine_json_line, engine_table, EngineResult};
@@ -176,6 +182,20 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 50)]
     #[serde(default = "default_read_percent")]
     pub read_percent: u32,
+    /// Keep a load image per engine and load (engine, --num, key and value sizes, seed,
+    /// --load-order, sync) in this directory: the first cell that preloads loads, settles,
+    /// closes the engine and copies its directory here; later cells with the same load
+    /// copy the image instead of loading again. Every preloading cell then reopens the
+    /// engine before its timed phase, so cells with and without an image start alike.
+    /// `suite` uses it; unset, every cell loads.
+    #[arg(long)]
+    #[serde(default)]
+    pub load_cache: Option<PathBuf>,
+    /// No per-cell progress bars or lines on stderr: the caller draws its own (`suite`
+    /// does: one bar for the whole suite).
+    #[arg(long)]
+    #[serde(default)]
+    pub quiet: bool,
 }
 
 fn default_read_percent() -> u32 {

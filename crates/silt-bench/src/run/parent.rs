@@ -129,6 +129,7 @@ pub(super) fn not_run(spec: &CellSpec, status: &str, error: String) -> EngineRes
         base_workload: spec.label.is_some().then_some(base),
         read_percent: (w == Some(Workload::Mixed)).then_some(a.read_percent),
         delayed_fsyncs: None,
+        load_from_image: None,
     }
 }
 
@@ -304,7 +305,7 @@ pub fn run_matrix(
                 r
             }
         };
-        if r.status != "unavailable" {
+        if r.status != "unavailable" && !a.quiet {
             eprintln!("[{}/{}] {}", i + 1, total, progress(&r));
         }
         each(&r);
@@ -316,7 +317,7 @@ pub fn run_matrix(
     Ok(results)
 }
 
-pub(super) fn progress(r: &EngineResult) -> String {
+pub fn progress(r: &EngineResult) -> String {
     let head = format!(
         "{} {} sync={} threads={} batch={}",
         r.engine, r.workload, r.sync, r.threads, r.batch
