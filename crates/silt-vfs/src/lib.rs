@@ -65,6 +65,39 @@ pub trait FileSystem: Send + Sync + std::fmt::Debug + 'static {
 /// A held [`FileSystem::lock`]; dropping it releases the lock.
 pub trait FileLock: Send + Sync + std::fmt::Debug {}
 
+/// Why [`FileSystem::lock`] was refused, inside its [`io::ErrorKind::WouldBlock`] error
+/// (`err.get_ref()` downcasts to it): who holds the lock, when that can be known. A caller
+/// must take the holder from here rather than open the lock file to read it: with POSIX
+/// locks, closing any descriptor of the file releases this process's lock on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockHeld {
+    /// The holder's process id, as it wrote it into the lock file (`None` if unreadable).
+    pub holder: Option<u32>,
+}
+
+impl LockHeld {
+    /// The `WouldBlock` error carrying this.
+    pub fn error(holder: Option<u32>) -> io::Error {
+        io::Error::new(io::ErrorKind::WouldBlock, LockHeld { holder })
+    }
+
+    /// The holder information inside a refused lock's error, if the file layer gave it.
+    pub fn of(e: &io::Error) -> Option<LockHeld> {
+        e.get_ref()?.downcast_ref::<LockHeld>().copied()
+    }
+}
+
+impl std::fmt::Display for LockHeld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.holder {
+            Some(pid) => write!(f, "the lock is held by process {pid}"),
+            None => write!(f, "the lock is held"),
+        }
+    }
+}
+
+impl std::error::Error for LockHeld {}
+
 /// An open file.
 ///
 /// Every method may be called from many threads at once; writes to disjoint ranges do not

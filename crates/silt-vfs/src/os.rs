@@ -9,6 +9,7 @@
 //! Caveat of mappings: if another process truncates a mapped file, a store into the lost
 //! range raises `SIGBUS`. The engine owns its directory; nothing else should write there.
 
+use std::collections::BTreeSet;
 use std::fs::{self as stdfs, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -16,9 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use memmap2::MmapRaw;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
-use crate::{File, FileLock, FileSystem};
+use crate::{File, FileLock, FileSystem, LockHeld};
 
 /// The operating system's file system.
 #[derive(Debug, Default)]
@@ -75,11 +76,25 @@ impl FileSystem for OsFs {
         stdfs::File::open(dir)?.sync_all()
     }
 
-    /// `flock(LOCK_EX | LOCK_NB)`, as LevelDB and RocksDB lock their `LOCK` file. The lock
-    /// belongs to this open file description, so a second `lock` of the same path in this
-    /// process fails too. The holder writes its process id into the file, for the error
-    /// message of whoever is refused.
+    /// An exclusive POSIX record lock (`fcntl(F_SETLK)`) on the whole file, as LevelDB and
+    /// RocksDB lock their `LOCK` file, plus a table of the paths this process holds.
+    ///
+    /// Why not `flock`: a `flock` belongs to the open file description, which a child
+    /// process `fork`ed by another thread shares until it `exec`s; closing our handle then
+    /// leaves the lock held by that child for a moment, and an open right after a close
+    /// was refused (seen in the kill -9 tests, which spawn processes from several threads).
+    /// POSIX locks belong to the process and are not inherited. Their two traps are handled
+    /// here: they never conflict within one process (the table refuses a second lock of the
+    /// same path), and closing *any* descriptor of the file releases them (only this
+    /// function opens a lock file, holding the table's mutex, and a refused caller learns
+    /// the holder from [`LockHeld`] instead of opening the file again). The holder writes
+    /// its process id into the file.
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
+        let key = lock_key(path)?;
+        let mut held = HELD.lock();
+        if held.contains(&key) {
+            return Err(LockHeld::error(Some(std::process::id())));
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -87,24 +102,63 @@ impl FileSystem for OsFs {
             .truncate(false)
             .mode(0o644)
             .open(path)?;
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
-            |e| {
-                if e == rustix::io::Errno::WOULDBLOCK {
-                    io::Error::new(io::ErrorKind::WouldBlock, "the lock is held")
-                } else {
-                    io::Error::from(e)
-                }
-            },
-        )?;
+        if let Err(e) =
+            rustix::fs::fcntl_lock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        {
+            if e == rustix::io::Errno::AGAIN || e == rustix::io::Errno::ACCESS {
+                // Another process holds it. This process holds no lock on the file, so
+                // reading through (and closing) this descriptor releases nothing.
+                let mut buf = [0u8; 32];
+                let n = file.read_at(&mut buf, 0).unwrap_or(0);
+                let holder = std::str::from_utf8(&buf[..n])
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok());
+                return Err(LockHeld::error(holder));
+            }
+            return Err(io::Error::from(e));
+        }
         file.set_len(0)?;
         file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0)?;
-        Ok(Box::new(OsLock(file)))
+        held.insert(key.clone());
+        Ok(Box::new(OsLock {
+            file: Some(file),
+            key,
+        }))
     }
 }
 
-/// A held `flock`: closing the file releases it.
+/// The lock files this process holds, by [`lock_key`].
+static HELD: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+
+/// The identity of a lock file: its directory, resolved (symbolic links, `..`), and its
+/// name, so two spellings of one path are one lock.
+fn lock_key(path: &Path) -> io::Result<PathBuf> {
+    let name = path.file_name().ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, "a lock path needs a file name")
+    })?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    Ok(stdfs::canonicalize(dir)?.join(name))
+}
+
+/// A held lock: dropping it closes the file (releasing the POSIX lock) and then forgets the
+/// path, both under the table's mutex, so no other handle of this process can lock the
+/// path in between (it would get a lock that our close then released).
 #[derive(Debug)]
-struct OsLock(#[allow(dead_code)] stdfs::File);
+struct OsLock {
+    file: Option<stdfs::File>,
+    key: PathBuf,
+}
+
+impl Drop for OsLock {
+    fn drop(&mut self) {
+        let mut held = HELD.lock();
+        drop(self.file.take());
+        held.remove(&self.key);
+    }
+}
 
 impl FileLock for OsLock {}
 
@@ -199,5 +253,44 @@ impl File for OsFile {
     fn sync_data(&self) -> io::Result<()> {
         rustix::fs::fdatasync(&self.file)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_is_exclusive_in_this_process_names_the_holder_and_is_released_on_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = OsFs::new();
+        let path = dir.path().join("LOCK");
+        let guard = fs.lock(&path).unwrap();
+        // The same file by another spelling is the same lock.
+        let other = dir.path().join(".").join("LOCK");
+        for p in [&path, &other] {
+            let e = fs.lock(p).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+            assert_eq!(
+                LockHeld::of(&e),
+                Some(LockHeld {
+                    holder: Some(std::process::id())
+                })
+            );
+        }
+        let pid = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(pid.trim(), std::process::id().to_string());
+        drop(guard);
+        let again = fs.lock(&path).expect("released on drop");
+        drop(again);
+    }
+
+    #[test]
+    fn locks_of_different_files_are_independent() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = OsFs::new();
+        let a = fs.lock(&dir.path().join("A")).unwrap();
+        let b = fs.lock(&dir.path().join("B")).unwrap();
+        drop((a, b));
     }
 }

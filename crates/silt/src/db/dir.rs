@@ -94,7 +94,12 @@ pub(crate) fn lock(fs: &dyn FileSystem, dir: &Path) -> Result<Box<dyn FileLock>>
     match fs.lock(&path) {
         Ok(guard) => Ok(guard),
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-            let holder = read_holder(fs, &path);
+            // The file layer says who holds it where it can (OsFs must: opening the lock file
+            // to read it would release this process's POSIX lock when closed).
+            let holder = match silt_vfs::LockHeld::of(&e) {
+                Some(h) => h.holder,
+                None => read_holder(fs, &path),
+            };
             Err(Error::Locked { path, holder })
         }
         Err(e) => Err(Error::io("lock", Some(path), e)),
