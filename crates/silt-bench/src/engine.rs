@@ -322,7 +322,8 @@ impl Engine for SiltEngine {
             let s = self.db.stats();
             let l0 = s.levels.first().map_or(0, |l| l.tables);
             (
-                l0,
+                // Level 0 below the engine's own trigger: no compaction is due there.
+                l0 < s.l0_compaction_trigger,
                 s.compactions,
                 s.compaction_write_bytes,
                 s.flushes,
@@ -339,7 +340,7 @@ impl Engine for SiltEngine {
                 _ => 0.0,
             };
             let moved = (now.1, now.2, now.3) != (last.1, last.2, last.3);
-            if now.0 < 4 && !moved && cpu < 0.005 {
+            if now.0 && !moved && cpu < 0.005 {
                 quiet += 1;
                 if quiet >= 2 {
                     return;

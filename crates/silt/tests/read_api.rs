@@ -63,3 +63,18 @@ fn db_and_snapshot_offer_the_same_reads_with_the_same_answers() {
     assert_eq!(everything(&snap, &cf), before);
     assert_ne!(everything(&db, &cf), before);
 }
+
+/// `Stats` reports the level-0 compaction trigger in force, so a caller (the benchmark's
+/// settle loop) can tell whether level 0 is due without knowing the option's default.
+#[test]
+fn stats_report_the_level0_trigger_in_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    assert_eq!(db.stats().l0_compaction_trigger, 4);
+    db.close().unwrap();
+    let db = Db::builder(dir.path())
+        .l0_compaction_trigger(9)
+        .open()
+        .unwrap();
+    assert_eq!(db.stats().l0_compaction_trigger, 9);
+}

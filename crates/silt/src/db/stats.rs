@@ -104,6 +104,9 @@ pub struct Stats {
     pub stalls: u64,
     /// Microseconds writers spent stalled.
     pub stall_micros: u64,
+    /// The level-0 table count at which a compaction is due (the option
+    /// `l0_compaction_trigger`): with `levels[0].tables` below it, level 0 waits for more.
+    pub l0_compaction_trigger: u64,
 }
 
 impl DbInner {
@@ -142,6 +145,7 @@ impl DbInner {
             },
             stalls: c.stalls.load(SeqCst),
             stall_micros: c.stall_micros.load(SeqCst),
+            l0_compaction_trigger: self.opts.l0_compaction_trigger as u64,
         }
     }
 }
