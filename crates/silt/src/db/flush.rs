@@ -42,7 +42,7 @@ impl Db {
     ) -> Result<()> {
         self.flush()?;
         let b = Bounds::from_range(range);
-        crate::compaction::compact_range(&self.inner, cf.id, &b)
+        self.inner.compact_range(cf.id, &b)
     }
 }
 
@@ -196,12 +196,10 @@ impl DbInner {
         Ok(())
     }
 
-    /// Creates the file of a new table, registered in `new` (so it is removed if the job
-    /// fails before recording it).
-    pub(crate) fn create_table(
-        &self,
-        new: &mut NewTables<'_>,
-    ) -> Result<(u64, PathBuf, Arc<dyn silt_vfs::File>)> {
+    /// Creates a new table (file and builder), registered in `new` so that it is removed
+    /// if the job fails before recording it. The one place a flush or compaction output is
+    /// opened.
+    pub(crate) fn new_output(&self, new: &mut NewTables<'_>) -> Result<TableBuilder> {
         let id = self.alloc_table_id()?;
         let path = self.tables_dir.join(table_file_name(id));
         let file = self
@@ -209,7 +207,7 @@ impl DbInner {
             .create(&path)
             .map_err(|e| Error::io("create table", Some(path.clone()), e))?;
         new.ids.push(id);
-        Ok((id, path, file))
+        Ok(TableBuilder::new(id, path, file, &self.table_opts))
     }
 
     /// Whether a failed manifest write leaves its edits not durable for sure: only a write
@@ -238,8 +236,7 @@ impl DbInner {
             }
             return Ok((None, 0));
         }
-        let (id, path, file) = self.create_table(new)?;
-        let mut b = TableBuilder::new(id, path, file, &self.table_opts);
+        let mut b = self.new_output(new)?;
         let mut n = 0;
         while it.valid() {
             b.add(it.key(), it.value())?;

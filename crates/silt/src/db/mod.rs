@@ -71,6 +71,7 @@ use crate::table_meta::{table_file_name, TableMeta};
 use crate::version::{TableCache, Version, VersionBuilder};
 
 mod cf;
+mod compact;
 mod dir;
 mod flush;
 mod open;
@@ -185,7 +186,7 @@ pub(crate) struct DbInner {
     pub(crate) bg_lock: Mutex<()>,
     pub(crate) bg_cv: Condvar,
     pub(crate) busy: Mutex<HashSet<u64>>,
-    pub(crate) compact_pointer: Mutex<BTreeMap<(u32, usize), Vec<u8>>>,
+    pub(crate) compact_pointer: Mutex<crate::compaction::Pointers>,
     pub(crate) poisoned: AtomicBool,
     /// Why the last flush or compaction failed for want of space, until one succeeds.
     no_space: Mutex<Option<String>>,

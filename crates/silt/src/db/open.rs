@@ -279,7 +279,7 @@ impl DbInner {
         for i in 1..inner.opts.background_threads {
             let w = Arc::downgrade(inner);
             threads.push(spawn(&format!("silt-compact-{i}"), move || {
-                crate::compaction::compaction_loop(w)
+                super::compact::compaction_loop(w)
             })?);
         }
         Ok(())

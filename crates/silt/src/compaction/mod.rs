@@ -1,0 +1,83 @@
+//! Leveled compaction with dynamic level targets.
+//!
+//! ## The algorithm
+//!
+//! 1. **Targets.** Per column family, the last level (6) is where the data should live. Its
+//!    target is its size; each level above gets a tenth (`level_size_ratio`) of the one
+//!    below, going up until a target falls to `level_base_bytes` or less: that level is the
+//!    *base level*, where level 0 compacts into. Levels between 0 and the base level stay
+//!    empty. So a small database is one level-0 stage plus one sorted run at the bottom
+//!    (space amplification ≈ 1), and each level is ~1/ratio of the next as it grows (in the
+//!    spirit of RocksDB's dynamic level bytes and TidesDB's dynamic capacity adaptation).
+//! 2. **Scores.** Level 0: tables / `l0_compaction_trigger`. Level k in base..6: bytes /
+//!    target. A non-empty level above the base level: must drain (score 1000). The highest
+//!    score ≥ 1 runs.
+//! 3. **Inputs.** Level 0: every level-0 table (so level 0 stays newer than the levels
+//!    below: version invariant 1) plus the overlapping base-level tables. Level k: the next
+//!    table after the level's compaction pointer (round robin over the key space) plus the
+//!    overlapping tables of level k+1. A single input with nothing to merge moves down by a
+//!    manifest edit alone (trivial move).
+//! 4. **Merge.** Entries are grouped by user key, newest first. Per key, of the entries
+//!    visible to the same set of snapshots (a *stripe*), only the newest is kept. A
+//!    single delete meets the put right below it in the same stripe: both vanish. At the
+//!    bottom (no older data of the range below the output level), tombstones that every
+//!    snapshot sees are dropped. Output tables are cut at `table_target_bytes`, only
+//!    between user keys (a key's versions never span two tables of a level).
+//! 5. **Install.** New tables are synced, the directory synced, then one manifest edit
+//!    removes the inputs and adds the outputs; input files go when no reader needs them.
+//!
+//! Several compactions may run at once on disjoint tables (the `busy` set).
+//!
+//! ## Where things are
+//!
+//! This module owns the *decisions*, as pure functions of a version and options: `picker`
+//! (steps 1–3: what to compact, and where to) and `merge` (step 4: which entries survive,
+//! and where output tables are cut). It touches no file and no lock of the database. The
+//! driver that runs jobs, writes their tables and installs their results (step 5) is
+//! `db/compact.rs`, above it.
+
+use std::sync::Arc;
+
+use crate::manifest::LEVELS;
+use crate::version::TableHandle;
+
+mod merge;
+mod picker;
+
+pub(crate) use merge::merge;
+pub(crate) use picker::{key_range, manual_job, pick, Manual, Pointers, Shape};
+
+/// The last level, where the data should live.
+pub(crate) const LAST: usize = LEVELS - 1;
+
+/// One compaction to run.
+pub(crate) struct Job {
+    /// The column family.
+    pub(crate) cf: u32,
+    /// The level of `inputs`.
+    pub(crate) level: usize,
+    /// The level the output goes to (and of `lower`).
+    pub(crate) output_level: usize,
+    /// The tables picked at `level`.
+    pub(crate) inputs: Vec<Arc<TableHandle>>,
+    /// The tables of `output_level` that overlap `inputs`.
+    pub(crate) lower: Vec<Arc<TableHandle>>,
+    /// No table below the output level overlaps the inputs' key range.
+    pub(crate) bottommost: bool,
+}
+
+impl Job {
+    /// Every table the job reads (and removes).
+    pub(crate) fn ids(&self) -> Vec<u64> {
+        self.inputs
+            .iter()
+            .chain(&self.lower)
+            .map(|t| t.meta.id)
+            .collect()
+    }
+
+    /// A single input with nothing below it to merge with: moved down by a manifest edit.
+    pub(crate) fn is_trivial_move(&self) -> bool {
+        self.inputs.len() == 1 && self.lower.is_empty()
+    }
+}

@@ -1,0 +1,217 @@
+//! Steps 1–3 of the algorithm (see the module above): level targets, scores, and the job
+//! that runs next. Pure functions of a version, the tree's shape options, the compaction
+//! pointers and the set of busy tables: no I/O, no lock of the database.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use super::{Job, LAST};
+use crate::manifest::LEVELS;
+use crate::version::{CfVersion, TableHandle, Version};
+
+/// The options that shape the tree (from `DbBuilder`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shape {
+    /// Level 0 compacts at this many tables.
+    pub(crate) l0_trigger: usize,
+    /// The base level's target is at most this.
+    pub(crate) base_bytes: u64,
+    /// Each level's target is this times the one above.
+    pub(crate) ratio: u64,
+}
+
+/// Per (column family, level), the largest user key of the last table compacted there: the
+/// next compaction of that level starts after it (round robin over the key space).
+pub(crate) type Pointers = BTreeMap<(u32, usize), Vec<u8>>;
+
+/// Level targets and the base level of one column family.
+fn targets(cf: &CfVersion, base_bytes: u64, ratio: u64) -> (Vec<u64>, usize) {
+    let mut t = vec![0u64; LEVELS];
+    t[LAST] = cf.level_bytes(LAST).max(1);
+    let mut k = LAST;
+    while k > 1 && t[k] > base_bytes {
+        t[k - 1] = t[k] / ratio;
+        k -= 1;
+    }
+    (t, k)
+}
+
+/// The user-key range `[lo, hi]` the tables cover together.
+pub(crate) fn key_range(tables: &[Arc<TableHandle>]) -> (Vec<u8>, Vec<u8>) {
+    let lo = tables
+        .iter()
+        .map(|t| t.user_smallest())
+        .min()
+        .unwrap_or_default()
+        .to_vec();
+    let hi = tables
+        .iter()
+        .map(|t| t.user_largest())
+        .max()
+        .unwrap_or_default()
+        .to_vec();
+    (lo, hi)
+}
+
+fn bottommost(cf: &CfVersion, output_level: usize, lo: &[u8], hi: &[u8]) -> bool {
+    (output_level + 1..LEVELS).all(|l| cf.levels[l].iter().all(|t| !t.overlaps(lo, hi)))
+}
+
+/// Completes a job from its inputs: the overlapping tables of `output_level`, and whether
+/// nothing older lies below. `None` if one of those tables is busy.
+fn with_lower(
+    cf: &CfVersion,
+    level: usize,
+    output_level: usize,
+    inputs: Vec<Arc<TableHandle>>,
+    busy: &HashSet<u64>,
+) -> Option<Job> {
+    let (lo, hi) = key_range(&inputs);
+    let lower = cf.overlapping(output_level, &lo, &hi);
+    if lower.iter().any(|t| busy.contains(&t.meta.id)) {
+        return None;
+    }
+    let (lo2, hi2) = key_range(&inputs.iter().chain(&lower).cloned().collect::<Vec<_>>());
+    Some(Job {
+        cf: cf.id,
+        level,
+        output_level,
+        bottommost: bottommost(cf, output_level, &lo2, &hi2),
+        inputs,
+        lower,
+    })
+}
+
+/// Picks the most urgent compaction whose tables are all free.
+pub(crate) fn pick(
+    version: &Version,
+    shape: Shape,
+    pointers: &Pointers,
+    busy: &HashSet<u64>,
+) -> Option<Job> {
+    let mut best: Option<(f64, Job)> = None;
+    for cf in version.cfs.values() {
+        let (t, base) = targets(cf, shape.base_bytes, shape.ratio);
+        let mut candidates: Vec<(f64, usize)> = Vec::new();
+        let l0 = cf.levels[0].len();
+        if l0 > 0 {
+            candidates.push((l0 as f64 / shape.l0_trigger as f64, 0));
+        }
+        for (level, target) in t.iter().enumerate().take(LAST).skip(1) {
+            let bytes = cf.level_bytes(level);
+            if bytes == 0 {
+                continue;
+            }
+            let score = if level < base {
+                1000.0
+            } else {
+                bytes as f64 / (*target).max(1) as f64
+            };
+            candidates.push((score, level));
+        }
+        candidates.sort_by(|a, b| b.0.total_cmp(&a.0));
+        for (score, level) in candidates {
+            if score < 1.0 || best.as_ref().is_some_and(|(s, _)| *s >= score) {
+                break;
+            }
+            if let Some(job) = job_for(cf, level, base, pointers, busy) {
+                best = Some((score, job));
+                break;
+            }
+        }
+    }
+    best.map(|(_, j)| j)
+}
+
+fn job_for(
+    cf: &CfVersion,
+    level: usize,
+    base: usize,
+    pointers: &Pointers,
+    busy: &HashSet<u64>,
+) -> Option<Job> {
+    let inputs: Vec<Arc<TableHandle>> = if level == 0 {
+        cf.levels[0].clone()
+    } else {
+        let ptr = pointers
+            .get(&(cf.id, level))
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let tables = &cf.levels[level];
+        let start = tables.partition_point(|t| t.user_smallest() <= ptr && !ptr.is_empty());
+        let order = (start..tables.len()).chain(0..start);
+        let mut pick = None;
+        for i in order {
+            if !busy.contains(&tables[i].meta.id) {
+                pick = Some(tables[i].clone());
+                break;
+            }
+        }
+        vec![pick?]
+    };
+    if inputs.is_empty() || inputs.iter().any(|t| busy.contains(&t.meta.id)) {
+        return None;
+    }
+    let (lo, hi) = key_range(&inputs);
+    // Level 0 drains into the base level, unless a level above it still holds data of
+    // this range (the base level moved down as the last level shrank): then into that
+    // level, so newer data never lands below older data.
+    let output_level = if level == 0 {
+        (1..base)
+            .find(|l| !cf.overlapping(*l, &lo, &hi).is_empty())
+            .unwrap_or(base)
+    } else {
+        level + 1
+    };
+    with_lower(cf, level, output_level, inputs, busy)
+}
+
+/// The job of a manual compaction (`Db::compact_range`) at `level` of the user-key range
+/// `[lo, hi]` (`None` = unbounded): the tables of that level overlapping it (all of level 0,
+/// so level 0 stays newer than the levels below), merged into the first level below that
+/// has data of their range, or the last.
+pub(crate) fn manual_job(
+    cf: &CfVersion,
+    level: usize,
+    lo: Option<&[u8]>,
+    hi: Option<&[u8]>,
+    busy: &HashSet<u64>,
+) -> Manual {
+    let overlaps = cf.levels[level].iter().any(|t| {
+        lo.is_none_or(|l| t.user_largest() >= l) && hi.is_none_or(|h| t.user_smallest() <= h)
+    });
+    if !overlaps {
+        return Manual::Nothing;
+    }
+    let inputs: Vec<Arc<TableHandle>> = cf.levels[level]
+        .iter()
+        .filter(|t| {
+            level == 0
+                || (lo.is_none_or(|l| t.user_largest() >= l)
+                    && hi.is_none_or(|h| t.user_smallest() <= h))
+        })
+        .cloned()
+        .collect();
+    if inputs.iter().any(|t| busy.contains(&t.meta.id)) {
+        return Manual::Busy;
+    }
+    let (klo, khi) = key_range(&inputs);
+    // Skip levels with nothing to merge: go straight to the first one that has.
+    let output_level = (level + 1..LAST)
+        .find(|l| !cf.overlapping(*l, &klo, &khi).is_empty())
+        .unwrap_or(LAST);
+    match with_lower(cf, level, output_level, inputs, busy) {
+        Some(job) => Manual::Job(job),
+        None => Manual::Busy,
+    }
+}
+
+/// What [`manual_job`] found at one level.
+pub(crate) enum Manual {
+    /// No table of the level overlaps the range.
+    Nothing,
+    /// A table the job needs is in another compaction: try again when it is done.
+    Busy,
+    /// The job to run.
+    Job(Job),
+}

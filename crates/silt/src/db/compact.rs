@@ -1,0 +1,184 @@
+//! The compaction driver: the background thread and `Db::compact_range` run the jobs that
+//! `compaction::pick` and `compaction::manual_job` choose, write their tables through
+//! `compaction::merge`, and install the result with one manifest edit (step 5 of the
+//! algorithm in `compaction/mod.rs`).
+
+use std::sync::Weak;
+
+use super::*;
+use crate::compaction::{self, Job, Manual, Shape, LAST};
+use crate::sstable::TableIter;
+
+impl DbInner {
+    fn shape(&self) -> Shape {
+        Shape {
+            l0_trigger: self.opts.l0_compaction_trigger,
+            base_bytes: self.opts.level_base_bytes,
+            ratio: self.opts.level_size_ratio,
+        }
+    }
+
+    /// Runs one job and installs its result.
+    fn run_compaction(&self, job: &Job) -> Result<()> {
+        let mut edits = Vec::new();
+        for t in job.inputs.iter() {
+            edits.push(Edit::RemoveTable {
+                cf: job.cf,
+                level: job.level as u8,
+                id: t.meta.id,
+            });
+        }
+        for t in &job.lower {
+            edits.push(Edit::RemoveTable {
+                cf: job.cf,
+                level: job.output_level as u8,
+                id: t.meta.id,
+            });
+        }
+        let mut new = NewTables::new(self);
+        let mut written = 0u64;
+        let mut read = 0u64;
+        if job.is_trivial_move() {
+            edits.push(Edit::AddTable {
+                cf: job.cf,
+                level: job.output_level as u8,
+                meta: job.inputs[0].meta.clone(),
+            });
+        } else {
+            let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+            for t in job.inputs.iter().chain(&job.lower) {
+                read += t.meta.size_bytes;
+                children.push(Box::new(TableIter::new_with(&t.table()?, false)));
+            }
+            let mut m = crate::iter::MergingIter::new(children);
+            m.seek_to_first();
+            let snapshots = self.snapshot_list();
+            let outputs = compaction::merge(
+                &mut m,
+                &snapshots,
+                job.bottommost,
+                self.opts.table_target_bytes,
+                &mut || self.new_output(&mut new),
+            )?;
+            if !outputs.is_empty() {
+                self.sync_tables_dir()?;
+            }
+            for meta in outputs {
+                written += meta.size_bytes;
+                edits.push(Edit::AddTable {
+                    cf: job.cf,
+                    level: job.output_level as u8,
+                    meta,
+                });
+            }
+        }
+        edits.push(Edit::NextTableId(self.next_table_id.load(SeqCst)));
+        crate::kill_point::hit("compaction: outputs written, before the manifest edit");
+        let mut st = self.state.lock();
+        if !st.manifest.state().cfs.contains_key(&job.cf) {
+            // Dropped meanwhile: the outputs are orphans, removed with `new`.
+            return Ok(());
+        }
+        let r = st.manifest.log_and_apply(edits);
+        match &r {
+            Err(e) if Self::manifest_edit_surely_lost(e) => {} // `new` removes the outputs
+            // Recorded, or perhaps recorded (an ambiguous failure, which poisons).
+            _ => new.keep(),
+        }
+        self.after_manifest(&mut st, r)?;
+        drop(st);
+        if job.level > 0 {
+            let (_, hi) = compaction::key_range(&job.inputs);
+            self.compact_pointer.lock().insert((job.cf, job.level), hi);
+        }
+        self.counters.compactions.fetch_add(1, SeqCst);
+        self.counters.compaction_read_bytes.fetch_add(read, SeqCst);
+        self.counters
+            .compaction_write_bytes
+            .fetch_add(written, SeqCst);
+        Ok(())
+    }
+
+    /// Manual compaction of `bounds` down to the last level (`Db::compact_range`).
+    pub(super) fn compact_range(&self, cf: u32, bounds: &Bounds) -> Result<()> {
+        let lo = bounds.lo_key();
+        let hi = bounds.hi_key();
+        for level in 0..LAST {
+            loop {
+                self.check_writable()?;
+                // Pick under the busy lock: a table that is in the current version and not
+                // busy cannot be removed until we release it (compactions mark their inputs
+                // busy before reading the version, and unmark them after installing theirs).
+                let mut busy = self.busy.lock();
+                let sv = self.super_version();
+                let Some(cfv) = sv.version.cfs.get(&cf) else {
+                    return Err(self.cf_not_found(cf));
+                };
+                let job = match compaction::manual_job(cfv, level, lo, hi, &busy) {
+                    Manual::Nothing => break,
+                    Manual::Busy => {
+                        drop(busy);
+                        let mut g = self.bg_lock.lock();
+                        self.bg_cv.wait_for(&mut g, Duration::from_millis(5));
+                        continue;
+                    }
+                    Manual::Job(job) => job,
+                };
+                let ids = job.ids();
+                busy.extend(ids.iter().copied());
+                drop(busy);
+                let r = self.run_compaction(&job);
+                self.busy.lock().retain(|id| !ids.contains(id));
+                self.notify_bg();
+                r?;
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Background compaction thread.
+pub(super) fn compaction_loop(w: Weak<DbInner>) {
+    loop {
+        let Some(db) = w.upgrade() else { return };
+        if db.closing.load(SeqCst) || db.poisoned.load(SeqCst) {
+            return;
+        }
+        let job = {
+            let mut busy = db.busy.lock();
+            let sv = db.super_version();
+            let job = compaction::pick(&sv.version, db.shape(), &db.compact_pointer.lock(), &busy);
+            if let Some(j) = &job {
+                busy.extend(j.ids());
+            }
+            job
+        };
+        match job {
+            Some(job) => {
+                let ids = job.ids();
+                let r = db.run_compaction(&job);
+                db.busy.lock().retain(|id| !ids.contains(id));
+                match r {
+                    Ok(()) => db.set_no_space(None),
+                    Err(e) if e.is_no_space() => {
+                        // Nothing changed; retry after a pause, as space may free.
+                        db.set_no_space(Some(format!("compaction: {e}")));
+                        let mut g = db.bg_lock.lock();
+                        db.bg_cv.wait_for(&mut g, NO_SPACE_RETRY);
+                        continue;
+                    }
+                    Err(e) => {
+                        db.poison("compaction failed", &e);
+                        return;
+                    }
+                }
+                db.notify_bg();
+            }
+            None => {
+                let mut g = db.bg_lock.lock();
+                db.bg_cv.wait_for(&mut g, Duration::from_millis(50));
+            }
+        }
+    }
+}
