@@ -9,9 +9,9 @@
 //! The record's LSN is the seqno of every entry in it (see `docs/design.md`); the log's
 //! checksum covers the payload. Decoding checks every length against the payload.
 
+use crate::cf::ColumnFamily;
 use crate::error::{Error, Result};
 use crate::key::{Kind, MAX_KEY_BYTES};
-use crate::ColumnFamily;
 
 /// The largest value the engine accepts (and a batch's total payload, bounded by the log).
 pub const MAX_VALUE_BYTES: usize = 16 * 1024 * 1024;

@@ -16,12 +16,12 @@ use std::sync::Arc;
 use silt_vfs::{File, FileSystem, SimFs};
 
 use crate::batch;
-use crate::cache::BlockCache;
 use crate::iter::InternalIterator;
 use crate::key::{self, Kind};
 use crate::manifest::{Edit, Manifest, ManifestState};
 use crate::sstable::block::{BlockBuilder, BlockIter};
 use crate::sstable::format::{block_crc, compress_block, decode_block, BlockHandle};
+use crate::sstable::BlockCache;
 use crate::sstable::{Block, Compression, Table, TableBuilder, TableIter, TableOptions};
 use crate::{ColumnFamily, WriteBatch};
 

@@ -24,7 +24,7 @@
 #![warn(missing_docs)]
 
 mod batch;
-mod cache;
+mod cf;
 mod compaction;
 mod db;
 mod error;
@@ -50,11 +50,12 @@ mod version;
 pub struct ReadmeDoctests;
 
 pub use batch::{WriteBatch, MAX_VALUE_BYTES};
-pub use db::{ColumnFamily, Db, LevelStats, Read, RecoveryReport, Snapshot, Stats, DEFAULT_CF};
+pub use cf::{ColumnFamily, DEFAULT_CF};
+pub use db::{Db, LevelStats, RecoveryReport, Snapshot, Stats};
 pub use error::{Error, Result};
 pub use key::MAX_KEY_BYTES;
-pub use options::{DbBuilder, Strategy, SyncMode, WriteOptions};
-pub use read::{Cursor, Entry, Iter};
+pub use options::{DbBuilder, SyncMode, WriteOptions};
+pub use read::{Cursor, Entry, Iter, Read};
 /// The file layer every file of a database goes through; [`DbBuilder::file_system`] takes
 /// one. `vfs::OsFs` is the default; tests use the power-loss simulator `SimFs` (feature
 /// `sim` of `silt-vfs`).

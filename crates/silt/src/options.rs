@@ -5,13 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use silt_vfs::FileSystem;
-pub use silt_wal::{Strategy, SyncMode};
+pub use silt_wal::SyncMode;
 
-use crate::error::Result;
 use crate::sstable::Compression;
-use crate::Db;
 
-/// How a database is opened. Create it with [`Db::builder`].
+/// How a database is opened. Create it with [`Db::builder`](crate::Db::builder); open
+/// with [`DbBuilder::open`] (in `db/open.rs`, where the opening is).
 ///
 /// # Examples
 ///
@@ -30,7 +29,6 @@ use crate::Db;
 pub struct DbBuilder {
     pub(crate) path: PathBuf,
     pub(crate) sync: SyncMode,
-    pub(crate) strategy: Strategy,
     pub(crate) memtable_bytes: u64,
     pub(crate) immutable_memtables_max: usize,
     pub(crate) block_cache_bytes: u64,
@@ -55,7 +53,6 @@ impl DbBuilder {
         DbBuilder {
             path,
             sync: SyncMode::None,
-            strategy: Strategy::Pipelined,
             memtable_bytes: 64 << 20,
             immutable_memtables_max: 2,
             block_cache_bytes: 64 << 20,
@@ -82,13 +79,6 @@ impl DbBuilder {
     /// writers), or per write with [`crate::WriteOptions::sync`].
     pub fn sync_mode(mut self, sync: SyncMode) -> Self {
         self.sync = sync;
-        self
-    }
-
-    /// The log's commit strategy. Default [`Strategy::Pipelined`]; the others exist to
-    /// measure the seeds' designs.
-    pub fn commit_strategy(mut self, strategy: Strategy) -> Self {
-        self.strategy = strategy;
         self
     }
 
@@ -208,21 +198,6 @@ impl DbBuilder {
     pub fn file_system(mut self, fs: Arc<dyn FileSystem>) -> Self {
         self.fs = Some(fs);
         self
-    }
-
-    /// Opens (or creates) the database, recovering it after a crash.
-    ///
-    /// # Errors
-    ///
-    /// `Io` if the directory cannot be read or written; `Locked` if another handle (of
-    /// this process or another) has the database open; `Corruption` if the manifest, a
-    /// table or the log is damaged where acknowledged data lived, a table the manifest
-    /// names is missing or cut, or a table file is newer than the manifest;
-    /// `InvalidArgument` for a bad option, a path that is not a directory, or a missing
-    /// database with `create_if_missing(false)`. What open found and did is in
-    /// [`Db::recovery_report`].
-    pub fn open(self) -> Result<Db> {
-        Db::open_with(self)
     }
 }
 

@@ -1,30 +1,14 @@
-//! Column families: the handle ([`ColumnFamily`]), creating, dropping and naming them.
+//! Column families: creating, dropping and naming them (the handle, [`ColumnFamily`], is
+//! `cf.rs` at the crate root).
 
 use super::*;
-
-/// A handle on one column family, from [`Db::cf`] or [`Db::create_cf`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ColumnFamily {
-    pub(crate) id: u32,
-    pub(crate) name: Arc<str>,
-}
-
-impl ColumnFamily {
-    /// Its name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-}
 
 impl Db {
     // ---------------------------------------------------------------- column families
 
     /// The default column family.
     pub fn default_cf(&self) -> ColumnFamily {
-        ColumnFamily {
-            id: 0,
-            name: DEFAULT_CF.into(),
-        }
+        ColumnFamily::default_cf()
     }
 
     /// The column family named `name`.

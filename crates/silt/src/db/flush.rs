@@ -54,10 +54,7 @@ impl DbInner {
             Ok(()) => {
                 let v = Arc::new(st.builder.build(st.manifest.state()));
                 let mut sv = self.sv.write();
-                *sv = Arc::new(SuperVersion {
-                    mems: sv.mems.clone(),
-                    version: v,
-                });
+                *sv = Arc::new(sv.with_version(v));
                 Ok(())
             }
             Err(e) if e.is_no_space() => Err(e),
@@ -168,9 +165,7 @@ impl DbInner {
                 let s = &mut *st;
                 let v = Arc::new(s.builder.build(s.manifest.state()));
                 let mut sv = self.sv.write();
-                let mut mems = sv.mems.clone();
-                mems.retain(|m| !Arc::ptr_eq(m, mem));
-                *sv = Arc::new(SuperVersion { mems, version: v });
+                *sv = Arc::new(sv.flushed(mem, v));
                 Ok(())
             }
             Err(e) if Self::manifest_edit_surely_lost(&e) => Err(e),

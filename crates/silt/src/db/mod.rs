@@ -58,17 +58,18 @@ use silt_vfs::{FileLock, FileSystem, OsFs};
 use silt_wal::{AppendOptions, Wal};
 
 use crate::batch::{self, WriteBatch};
-use crate::cache::BlockCache;
+use crate::cf::{ColumnFamily, DEFAULT_CF};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
-use crate::key::{self, Kind, Seqno, MAX_SEQNO};
+use crate::key::{self, Seqno, MAX_SEQNO};
 use crate::manifest::{Edit, Manifest, LEVELS};
 use crate::memtable::Memtable;
 use crate::options::{DbBuilder, WriteOptions, STALL_WAIT};
 use crate::read::{Bounds, Iter};
+use crate::sstable::BlockCache;
 use crate::sstable::{TableBuilder, TableOptions};
 use crate::table_meta::{table_file_name, TableMeta};
-use crate::version::{TableCache, Version, VersionBuilder};
+use crate::version::{SuperVersion, TableCache, VersionBuilder};
 
 mod cf;
 mod compact;
@@ -79,14 +80,10 @@ mod read;
 mod stats;
 mod write;
 
-pub use cf::ColumnFamily;
 pub use dir::RecoveryReport;
 pub(crate) use flush::NewTables;
-pub use read::{Read, Snapshot};
+pub use read::Snapshot;
 pub use stats::{LevelStats, Stats};
-
-/// The name of the column family every database has.
-pub const DEFAULT_CF: &str = "default";
 
 /// How long a flush or compaction that failed for want of space waits before it retries.
 pub(crate) const NO_SPACE_RETRY: Duration = Duration::from_millis(100);
@@ -123,14 +120,6 @@ impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Db").field("dir", &self.inner.dir).finish()
     }
-}
-
-/// What readers see: the memtables (newest first, the active one at index 0) and the
-/// tables.
-#[derive(Debug)]
-pub(crate) struct SuperVersion {
-    pub(crate) mems: Vec<Arc<Memtable>>,
-    pub(crate) version: Arc<Version>,
 }
 
 pub(crate) struct State {

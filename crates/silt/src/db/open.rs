@@ -5,6 +5,23 @@ use super::flush::flush_loop;
 use super::write::apply;
 use super::*;
 
+impl DbBuilder {
+    /// Opens (or creates) the database, recovering it after a crash.
+    ///
+    /// # Errors
+    ///
+    /// `Io` if the directory cannot be read or written; `Locked` if another handle (of
+    /// this process or another) has the database open; `Corruption` if the manifest, a
+    /// table or the log is damaged where acknowledged data lived, a table the manifest
+    /// names is missing or cut, or a table file is newer than the manifest;
+    /// `InvalidArgument` for a bad option, a path that is not a directory, or a missing
+    /// database with `create_if_missing(false)`. What open found and did is in
+    /// [`Db::recovery_report`].
+    pub fn open(self) -> Result<Db> {
+        Db::open_with(self)
+    }
+}
+
 impl Db {
     /// Opens (or creates) the database at `path` with default options.
     ///
@@ -77,7 +94,6 @@ impl Db {
             &wal_dir,
             silt_wal::Options::default()
                 .sync(opts.sync)
-                .strategy(opts.strategy)
                 .segment_bytes(opts.wal_segment_bytes)
                 // Records below log start are in tables: damage there loses nothing.
                 .required_from(log_start)
@@ -180,10 +196,7 @@ impl Db {
             dir,
             tables_dir,
             wal,
-            sv: RwLock::new(Arc::new(SuperVersion {
-                mems: vec![first],
-                version,
-            })),
+            sv: RwLock::new(Arc::new(SuperVersion::new(first, version))),
             state: Mutex::new(State { manifest, builder }),
             inflight: Mutex::new(Inflight::default()),
             visible: AtomicU64::new(log_start),
@@ -259,12 +272,7 @@ impl DbInner {
                 let boundary = rec.lsn + 1;
                 {
                     let mut sv = self.sv.write();
-                    let mut mems = vec![Arc::new(Memtable::new(boundary))];
-                    mems.extend(sv.mems.iter().cloned());
-                    *sv = Arc::new(SuperVersion {
-                        mems,
-                        version: sv.version.clone(),
-                    });
+                    *sv = Arc::new(sv.rotated(Arc::new(Memtable::new(boundary))));
                 }
                 self.flush_memtable(&mem, boundary)?;
             }

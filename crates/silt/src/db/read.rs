@@ -1,8 +1,9 @@
-//! Point reads and the entry points of iteration for [`Db`] and [`Snapshot`]: a read takes
-//! a super-version and a seqno (`read_view`) and searches memtables, then levels.
+//! The reads of [`Db`] and [`Snapshot`] (the [`Read`] trait of `read/`, and the same
+//! methods on each type): a read takes a super-version and a seqno (`read_view`), then
+//! searches it (`SuperVersion::get`) or iterates it (`read::Iter`, `read::Cursor`).
 
 use super::*;
-use crate::read::Cursor;
+use crate::read::{Cursor, Read, Source};
 
 /// What a read sees: a super-version (the memtables and tables it may read, pinned) and the
 /// seqno it reads at. `sv: None` takes the current super-version when the read starts
@@ -21,12 +22,18 @@ impl View {
         }
     }
 
+    fn source(self, cf: u32) -> Source {
+        let sv = self.sv.unwrap_or_else(|| self.inner.super_version());
+        let inner = self.inner;
+        Source::new(sv, cf, self.seqno, || inner.cf_not_found(cf))
+    }
+
     fn iter(self, cf: u32, bounds: Bounds) -> Iter {
-        self.inner.iter(cf, bounds, self.seqno, self.sv)
+        Iter::new(self.source(cf), bounds)
     }
 
     fn cursor(self, cf: u32) -> Cursor {
-        Cursor::new(self.inner, cf, self.seqno, self.sv)
+        Cursor::new(self.source(cf))
     }
 }
 
@@ -92,38 +99,6 @@ macro_rules! read_methods {
             self.view().cursor(cf.id)
         }
     };
-}
-
-/// Every read of a database view, as a trait: implemented by [`Db`] (the latest state) and
-/// [`Snapshot`] (a fixed one), for code that reads either. The types' own methods of the same
-/// names are the same functions.
-pub trait Read {
-    /// See [`Db::get`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Db::get`].
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
-    /// See [`Db::get_cf`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Db::get_cf`].
-    fn get_cf(&self, cf: &ColumnFamily, key: &[u8]) -> Result<Option<Vec<u8>>>;
-    /// See [`Db::iter`].
-    fn iter(&self) -> Iter;
-    /// See [`Db::range`].
-    fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter;
-    /// See [`Db::range_cf`].
-    fn range_cf<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, cf: &ColumnFamily, range: R) -> Iter;
-    /// See [`Db::prefix`].
-    fn prefix(&self, prefix: &[u8]) -> Iter;
-    /// See [`Db::prefix_cf`].
-    fn prefix_cf(&self, cf: &ColumnFamily, prefix: &[u8]) -> Iter;
-    /// See [`Db::cursor`].
-    fn cursor(&self) -> Cursor;
-    /// See [`Db::cursor_cf`].
-    fn cursor_cf(&self, cf: &ColumnFamily) -> Cursor;
 }
 
 macro_rules! impl_read {
@@ -262,28 +237,8 @@ impl DbInner {
         let Some(cfv) = sv.version.cfs.get(&cf) else {
             return Err(self.cf_not_found(cf));
         };
-        let found = |kind: Kind, v: Vec<u8>| match kind {
-            Kind::Put => Some(v),
-            _ => None,
-        };
         // The search key, built once for every memtable and table this read visits.
-        let lk = key::LookupKey::new(cf, key, snapshot);
-        for m in &sv.mems {
-            if let Some((kind, _, v)) = m.get(&lk) {
-                return Ok(found(kind, v));
-            }
-        }
-        Ok(cfv.get(&lk)?.and_then(|(kind, v)| found(kind, v)))
-    }
-
-    pub(crate) fn iter(
-        self: &Arc<Self>,
-        cf: u32,
-        bounds: Bounds,
-        snapshot: Seqno,
-        sv: Option<Arc<SuperVersion>>,
-    ) -> Iter {
-        Iter::new(self.clone(), cf, bounds, snapshot, sv)
+        sv.get(cfv, &key::LookupKey::new(cf, key, snapshot))
     }
 
     /// Live snapshots, ascending.

@@ -248,13 +248,7 @@ impl DbInner {
             // Every writer holding the read lock got its LSN before we got the write lock,
             // so below this; every later writer gets one at or above it.
             let boundary = self.wal.reserved_lsn();
-            let mut mems = Vec::with_capacity(sv.mems.len() + 1);
-            mems.push(Arc::new(Memtable::new(boundary)));
-            mems.extend(sv.mems.iter().cloned());
-            *sv = Arc::new(SuperVersion {
-                mems,
-                version: sv.version.clone(),
-            });
+            *sv = Arc::new(sv.rotated(Arc::new(Memtable::new(boundary))));
         }
         self.notify_bg();
         true

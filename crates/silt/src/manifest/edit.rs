@@ -32,8 +32,8 @@ pub(crate) const MAX_CF_NAME_BYTES: usize = 255;
 /// The id of the column family every database has.
 pub(crate) const DEFAULT_CF_ID: u32 = 0;
 
-/// Its name (the same as `db::DEFAULT_CF`).
-pub(crate) const DEFAULT_CF_NAME: &str = "default";
+/// Its name.
+pub(crate) const DEFAULT_CF_NAME: &str = crate::cf::DEFAULT_CF;
 
 /// The longest internal key a table boundary can hold.
 const MAX_IKEY_BYTES: usize = key::MAX_KEY_BYTES + TRAILER_BYTES;

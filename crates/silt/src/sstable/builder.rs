@@ -348,7 +348,7 @@ mod tests {
         send::<TableBuilder>();
         send_sync::<crate::sstable::Table>();
         send::<crate::sstable::TableIter>();
-        send_sync::<crate::cache::BlockCache>();
+        send_sync::<crate::sstable::BlockCache>();
     }
 
     #[test]

@@ -23,10 +23,10 @@ use super::format::{
     decode_block, BlockHandle, Footer, TableProps, BLOCK_TRAILER_BYTES, FOOTER_BYTES,
     MAX_BLOCK_BYTES,
 };
-use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, Kind, Seqno};
+use crate::sstable::BlockCache;
 use crate::table_meta::TableMeta;
 
 /// An open, immutable table file.

@@ -12,107 +12,19 @@
 //!    (held by an open iterator or a running read) refers to it: [`TableHandle`]'s `Drop`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 
-use silt_vfs::FileSystem;
-
-use crate::cache::BlockCache;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::key;
 use crate::manifest::{ManifestState, LEVELS};
-use crate::sstable::Table;
-use crate::table_meta::{table_file_name, TableMeta};
 
-/// Opens tables on demand and keeps a bounded number open.
-pub(crate) struct TableCache {
-    open: quick_cache::sync::Cache<u64, Arc<Table>>,
-    fs: Arc<dyn FileSystem>,
-    dir: PathBuf,
-    pub(crate) blocks: Arc<BlockCache>,
-}
+mod level_iter;
+mod super_version;
+mod table_cache;
 
-impl std::fmt::Debug for TableCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TableCache")
-            .field("dir", &self.dir)
-            .finish()
-    }
-}
-
-impl TableCache {
-    pub(crate) fn new(
-        fs: Arc<dyn FileSystem>,
-        dir: PathBuf,
-        tables_max: usize,
-        blocks: Arc<BlockCache>,
-    ) -> TableCache {
-        TableCache {
-            open: quick_cache::sync::Cache::new(tables_max),
-            fs,
-            dir,
-            blocks,
-        }
-    }
-
-    pub(crate) fn path(&self, id: u64) -> PathBuf {
-        self.dir.join(table_file_name(id))
-    }
-
-    /// The open table `id`, opening it if needed.
-    pub(crate) fn get(&self, id: u64) -> Result<Arc<Table>> {
-        self.open.get_or_insert_with(&id, || {
-            let path = self.path(id);
-            let file = self
-                .fs
-                .open(&path)
-                .map_err(|e| Error::io("open table", Some(path.clone()), e))?;
-            Table::open(id, path, file, self.blocks.clone())
-        })
-    }
-
-    pub(crate) fn evict(&self, id: u64) {
-        self.open.remove(&id);
-    }
-}
-
-/// One live table: its description, and the duty to delete its file once obsolete.
-#[derive(Debug)]
-pub(crate) struct TableHandle {
-    pub(crate) meta: TableMeta,
-    obsolete: AtomicBool,
-    tables: Arc<TableCache>,
-}
-
-impl TableHandle {
-    pub(crate) fn user_smallest(&self) -> &[u8] {
-        key::user_key(&self.meta.smallest)
-    }
-
-    pub(crate) fn user_largest(&self) -> &[u8] {
-        key::user_key(&self.meta.largest)
-    }
-
-    /// Whether the table's user-key range meets `[lo, hi]` (inclusive).
-    pub(crate) fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
-        self.user_smallest() <= hi && self.user_largest() >= lo
-    }
-
-    pub(crate) fn table(&self) -> Result<Arc<Table>> {
-        self.tables.get(self.meta.id)
-    }
-}
-
-impl Drop for TableHandle {
-    fn drop(&mut self) {
-        if self.obsolete.load(SeqCst) {
-            self.tables.evict(self.meta.id);
-            // A failure leaves an orphan file, removed at the next open.
-            let _ = self.tables.fs.remove(&self.tables.path(self.meta.id));
-        }
-    }
-}
+pub(crate) use level_iter::LevelIter;
+pub(crate) use super_version::SuperVersion;
+pub(crate) use table_cache::{TableCache, TableHandle};
 
 /// The tables of one column family.
 #[derive(Debug, Clone)]
@@ -200,11 +112,7 @@ impl VersionBuilder {
                 let mut v = Vec::with_capacity(level.len());
                 for meta in level {
                     let h = self.handles.get(&meta.id).cloned().unwrap_or_else(|| {
-                        Arc::new(TableHandle {
-                            meta: meta.clone(),
-                            obsolete: AtomicBool::new(false),
-                            tables: self.tables.clone(),
-                        })
+                        Arc::new(TableHandle::new(meta.clone(), self.tables.clone()))
                     });
                     live.insert(meta.id, h.clone());
                     v.push(h);
@@ -229,7 +137,7 @@ impl VersionBuilder {
         }
         for (id, h) in self.handles.drain() {
             if !live.contains_key(&id) {
-                h.obsolete.store(true, SeqCst);
+                h.mark_obsolete();
             }
         }
         self.handles = live;

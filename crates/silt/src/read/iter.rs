@@ -1,112 +1,61 @@
-//! The user's view of the data: [`Iter`] (a double-ended iterator over a key range) and
-//! [`Cursor`] (seek anywhere, step both ways).
-//!
-//! Both merge every source of one column family (memtables, level-0 tables, one
-//! concatenating cursor per deeper level) and then, per user key, keep only the newest entry
-//! visible at the read's seqno: a value is returned, a tombstone hides the key.
-//!
-//! An iterator pins the super-version it started with: the tables it reads stay on disk
-//! until it is dropped, so it sees one consistent state however long it lives.
+//! [`Iter`]: the double-ended iterator over a key range, and the machinery it shares with
+//! the cursor: the merged cursor over a column family ([`merged`]) and the walk that turns
+//! internal entries into visible pairs ([`Walker`]).
 
-use std::cmp::Ordering;
-use std::ops::{Bound, RangeBounds};
+use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::db::{DbInner, SuperVersion};
+use super::{first_of, last_of, Bounds};
 use crate::error::{Error, Result};
-use crate::iter::{InternalIterator, LevelIter, MergingIter};
-use crate::key::{self, Kind, Seqno, KIND_SEEK, MAX_SEQNO};
+use crate::iter::{InternalIterator, MergingIter};
+use crate::key::{self, Kind, Seqno};
 use crate::sstable::TableIter;
+use crate::version::{LevelIter, SuperVersion};
 
-/// A key range with owned bounds.
-#[derive(Clone, Debug)]
-pub(crate) struct Bounds {
-    pub(crate) lo: Bound<Vec<u8>>,
-    pub(crate) hi: Bound<Vec<u8>>,
+/// What an iterator or cursor reads: a pinned super-version, one column family of it, and
+/// the seqno it reads at; or, if the family was not in that super-version, the error to
+/// report on the first step.
+pub(crate) struct Source {
+    pub(crate) sv: Arc<SuperVersion>,
+    pub(crate) cf: u32,
+    pub(crate) snapshot: Seqno,
+    pub(crate) missing: Option<Error>,
 }
 
-impl Bounds {
-    pub(crate) fn from_range<K: AsRef<[u8]>, R: RangeBounds<K>>(r: R) -> Bounds {
-        let own = |b: Bound<&K>| match b {
-            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        Bounds {
-            lo: own(r.start_bound()),
-            hi: own(r.end_bound()),
+impl Source {
+    /// A source reading `cf` of `sv` at `snapshot`; `missing` is the error for a family
+    /// `sv` does not have (the caller knows its name).
+    pub(crate) fn new(
+        sv: Arc<SuperVersion>,
+        cf: u32,
+        snapshot: Seqno,
+        missing: impl FnOnce() -> Error,
+    ) -> Source {
+        let missing = (!sv.version.cfs.contains_key(&cf)).then(missing);
+        Source {
+            sv,
+            cf,
+            snapshot,
+            missing,
         }
     }
 
-    pub(crate) fn prefix(p: &[u8]) -> Bounds {
-        let mut end = p.to_vec();
-        let hi = loop {
-            match end.pop() {
-                None => break Bound::Unbounded,
-                Some(0xFF) => continue,
-                Some(b) => {
-                    end.push(b + 1);
-                    break Bound::Excluded(end);
-                }
-            }
-        };
-        Bounds {
-            lo: Bound::Included(p.to_vec()),
-            hi,
+    pub(crate) fn walker(&self) -> Result<Walker> {
+        if let Some(e) = &self.missing {
+            return Err(e.duplicate());
         }
-    }
-
-    pub(crate) fn above_lo(&self, k: &[u8]) -> bool {
-        match &self.lo {
-            Bound::Included(b) => k >= b.as_slice(),
-            Bound::Excluded(b) => k > b.as_slice(),
-            Bound::Unbounded => true,
-        }
-    }
-
-    pub(crate) fn below_hi(&self, k: &[u8]) -> bool {
-        match &self.hi {
-            Bound::Included(b) => k <= b.as_slice(),
-            Bound::Excluded(b) => k < b.as_slice(),
-            Bound::Unbounded => true,
-        }
-    }
-
-    /// The user-key range as inclusive ends for overlap tests (`None` = unbounded).
-    pub(crate) fn lo_key(&self) -> Option<&[u8]> {
-        match &self.lo {
-            Bound::Included(b) | Bound::Excluded(b) => Some(b),
-            Bound::Unbounded => None,
-        }
-    }
-
-    pub(crate) fn hi_key(&self) -> Option<&[u8]> {
-        match &self.hi {
-            Bound::Included(b) | Bound::Excluded(b) => Some(b),
-            Bound::Unbounded => None,
-        }
+        Ok(Walker {
+            m: merged(&self.sv, self.cf)?,
+            snapshot: self.snapshot,
+        })
     }
 }
 
-/// The internal key sorting before every entry of `user_key`.
-fn first_of(user_key: &[u8]) -> Vec<u8> {
-    let mut k = user_key.to_vec();
-    k.extend_from_slice(&key::trailer(MAX_SEQNO, KIND_SEEK));
-    k
-}
-
-/// The internal key sorting after every entry of `user_key`.
-fn last_of(user_key: &[u8]) -> Vec<u8> {
-    let mut k = user_key.to_vec();
-    k.extend_from_slice(&[0xFF; key::TRAILER_BYTES]);
-    k
-}
-
-/// Builds the merged cursor over one column family of a super-version. `db` names a
-/// column family that is not there.
-pub(crate) fn merged(db: &DbInner, sv: &SuperVersion, cf: u32) -> Result<MergingIter> {
+/// Builds the merged cursor over one column family of a super-version. The caller checked
+/// that the family is in it (`Source::new`).
+pub(crate) fn merged(sv: &SuperVersion, cf: u32) -> Result<MergingIter> {
     let Some(cfv) = sv.version.cfs.get(&cf) else {
-        return Err(db.cf_not_found(cf));
+        return Err(Error::ColumnFamilyNotFound(format!("(id {cf})")));
     };
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     for m in &sv.mems {
@@ -125,8 +74,8 @@ pub(crate) fn merged(db: &DbInner, sv: &SuperVersion, cf: u32) -> Result<Merging
 }
 
 /// One direction of user-level iteration over a merged cursor.
-struct Walker {
-    m: MergingIter,
+pub(crate) struct Walker {
+    pub(crate) m: MergingIter,
     snapshot: Seqno,
 }
 
@@ -140,7 +89,7 @@ impl Walker {
 
     /// From the cursor's position, the next visible pair moving forward, skipping entries
     /// of `skip` first.
-    fn next_forward(
+    pub(crate) fn next_forward(
         &mut self,
         skip: Option<&[u8]>,
         b: &Bounds,
@@ -169,7 +118,7 @@ impl Walker {
 
     /// From the cursor's position (on the last entry of some user key), the previous
     /// visible pair moving backward. Leaves the cursor on the entry before that key.
-    fn next_backward(&mut self, b: &Bounds) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    pub(crate) fn next_backward(&mut self, b: &Bounds) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         while self.m.valid() {
             let uk = parse(self.m.key())?.user_key.to_vec();
             if !b.above_lo(&uk) {
@@ -199,7 +148,7 @@ impl Walker {
     }
 }
 
-fn parse(ikey: &[u8]) -> Result<key::ParsedKey<'_>> {
+pub(crate) fn parse(ikey: &[u8]) -> Result<key::ParsedKey<'_>> {
     key::parse(ikey).ok_or_else(|| Error::Corruption {
         file: "<merged read>".into(),
         offset: 0,
@@ -211,11 +160,8 @@ fn parse(ikey: &[u8]) -> Result<key::ParsedKey<'_>> {
 /// `Result`: a damaged table ends the iteration with its error. Double-ended: `.rev()`
 /// works, and both ends can be consumed until they meet.
 pub struct Iter {
-    db: Arc<DbInner>,
-    sv: Arc<SuperVersion>,
-    cf: u32,
+    source: Source,
     bounds: Bounds,
-    snapshot: Seqno,
     front: Option<Walker>,
     back: Option<Walker>,
     last_front: Option<Vec<u8>>,
@@ -226,27 +172,17 @@ pub struct Iter {
 impl std::fmt::Debug for Iter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Iter")
-            .field("cf", &self.cf)
-            .field("snapshot", &self.snapshot)
+            .field("cf", &self.source.cf)
+            .field("snapshot", &self.source.snapshot)
             .finish()
     }
 }
 
 impl Iter {
-    pub(crate) fn new(
-        db: Arc<DbInner>,
-        cf: u32,
-        bounds: Bounds,
-        snapshot: Seqno,
-        sv: Option<Arc<SuperVersion>>,
-    ) -> Iter {
-        let sv = sv.unwrap_or_else(|| db.super_version());
+    pub(crate) fn new(source: Source, bounds: Bounds) -> Iter {
         Iter {
-            db,
-            sv,
-            cf,
+            source,
             bounds,
-            snapshot,
             front: None,
             back: None,
             last_front: None,
@@ -255,16 +191,9 @@ impl Iter {
         }
     }
 
-    fn walker(&self) -> Result<Walker> {
-        Ok(Walker {
-            m: merged(&self.db, &self.sv, self.cf)?,
-            snapshot: self.snapshot,
-        })
-    }
-
     fn step_front(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         if self.front.is_none() {
-            let mut w = self.walker()?;
+            let mut w = self.source.walker()?;
             match &self.bounds.lo {
                 Bound::Included(k) | Bound::Excluded(k) => w.m.seek(&first_of(k)),
                 Bound::Unbounded => w.m.seek_to_first(),
@@ -284,7 +213,7 @@ impl Iter {
 
     fn step_back(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         if self.back.is_none() {
-            let mut w = self.walker()?;
+            let mut w = self.source.walker()?;
             match &self.bounds.hi {
                 Bound::Included(k) => w.m.seek_for_prev(&last_of(k)),
                 Bound::Excluded(k) => w.m.seek_for_prev(&first_of(k)),
@@ -294,12 +223,6 @@ impl Iter {
         }
         let w = self.back.as_mut().ok_or(Error::Closed)?;
         w.next_backward(&self.bounds)
-    }
-
-    /// Keeps the database alive for as long as the iterator (it pins tables).
-    #[allow(dead_code)]
-    fn db(&self) -> &Arc<DbInner> {
-        &self.db
     }
 }
 
@@ -361,181 +284,12 @@ impl DoubleEndedIterator for Iter {
     }
 }
 
-/// A seekable cursor over one column family at one read seqno.
-///
-/// # Examples
-///
-/// ```
-/// # let dir = tempfile::tempdir().unwrap();
-/// let db = silt::Db::open(dir.path()).unwrap();
-/// for k in [b"a", b"c", b"e"] { db.put(k, b"").unwrap(); }
-/// let mut c = db.cursor();
-/// assert_eq!(c.seek(b"b").unwrap().map(|(k, _)| k), Some(b"c".to_vec()));
-/// assert_eq!(c.next().unwrap().map(|(k, _)| k), Some(b"e".to_vec()));
-/// assert_eq!(c.prev().unwrap().map(|(k, _)| k), Some(b"c".to_vec()));
-/// assert_eq!(c.seek_for_prev(b"b").unwrap().map(|(k, _)| k), Some(b"a".to_vec()));
-/// ```
-pub struct Cursor {
-    sv: Arc<SuperVersion>,
-    _db: Arc<DbInner>,
-    cf: u32,
-    snapshot: Seqno,
-    walker: Option<Walker>,
-    forward: bool,
-    current: Option<Vec<u8>>,
-}
-
-impl std::fmt::Debug for Cursor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cursor")
-            .field("cf", &self.cf)
-            .field("current", &self.current)
-            .finish()
-    }
-}
-
-/// One pair, or none at the end.
-pub type Entry = Option<(Vec<u8>, Vec<u8>)>;
-
-impl Cursor {
-    pub(crate) fn new(
-        db: Arc<DbInner>,
-        cf: u32,
-        snapshot: Seqno,
-        sv: Option<Arc<SuperVersion>>,
-    ) -> Cursor {
-        let sv = sv.unwrap_or_else(|| db.super_version());
-        Cursor {
-            sv,
-            _db: db,
-            cf,
-            snapshot,
-            walker: None,
-            forward: true,
-            current: None,
-        }
-    }
-
-    fn walker(&mut self) -> Result<&mut Walker> {
-        if self.walker.is_none() {
-            self.walker = Some(Walker {
-                m: merged(&self._db, &self.sv, self.cf)?,
-                snapshot: self.snapshot,
-            });
-        }
-        self.walker.as_mut().ok_or(Error::Closed)
-    }
-
-    fn land(&mut self, r: Result<Entry>, forward: bool) -> Result<Entry> {
-        self.forward = forward;
-        match r {
-            Ok(e) => {
-                self.current = e.as_ref().map(|(k, _)| k.clone());
-                Ok(e)
-            }
-            Err(e) => {
-                self.current = None;
-                Err(e)
-            }
-        }
-    }
-
-    /// Moves to the first pair with a key `>= key`.
-    ///
-    /// # Errors
-    ///
-    /// `Io`/`Corruption` from a table.
-    pub fn seek(&mut self, key: &[u8]) -> Result<Entry> {
-        let all = Bounds::from_range::<&[u8], _>(..);
-        let w = self.walker()?;
-        w.m.seek(&first_of(key));
-        let r = w.next_forward(None, &all);
-        self.land(r, true)
-    }
-
-    /// Moves to the last pair with a key `<= key`.
-    ///
-    /// # Errors
-    ///
-    /// As [`Cursor::seek`].
-    pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<Entry> {
-        let all = Bounds::from_range::<&[u8], _>(..);
-        let w = self.walker()?;
-        w.m.seek_for_prev(&last_of(key));
-        let r = w.next_backward(&all);
-        self.land(r, false)
-    }
-
-    /// Moves to the first pair.
-    ///
-    /// # Errors
-    ///
-    /// As [`Cursor::seek`].
-    pub fn seek_to_first(&mut self) -> Result<Entry> {
-        self.seek(&[])
-    }
-
-    /// Moves to the last pair.
-    ///
-    /// # Errors
-    ///
-    /// As [`Cursor::seek`].
-    pub fn seek_to_last(&mut self) -> Result<Entry> {
-        let all = Bounds::from_range::<&[u8], _>(..);
-        let w = self.walker()?;
-        w.m.seek_to_last();
-        let r = w.next_backward(&all);
-        self.land(r, false)
-    }
-
-    /// Moves to the pair after the current one (or the first, if unpositioned).
-    ///
-    /// # Errors
-    ///
-    /// As [`Cursor::seek`].
-    // A cursor's step is fallible and never "ends" (it reports `None` and stays usable), so
-    // it is deliberately not `Iterator::next`; use [`Db::range`](crate::Db::range) for that.
-    #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> Result<Entry> {
-        let Some(cur) = self.current.clone() else {
-            return self.seek_to_first();
-        };
-        let all = Bounds::from_range::<&[u8], _>(..);
-        let forward = self.forward;
-        let w = self.walker()?;
-        if !forward {
-            w.m.seek(&first_of(&cur));
-        }
-        let r = w.next_forward(Some(&cur), &all);
-        self.land(r, true)
-    }
-
-    /// Moves to the pair before the current one (or the last, if unpositioned).
-    ///
-    /// # Errors
-    ///
-    /// As [`Cursor::seek`].
-    pub fn prev(&mut self) -> Result<Entry> {
-        let Some(cur) = self.current.clone() else {
-            return self.seek_to_last();
-        };
-        let all = Bounds::from_range::<&[u8], _>(..);
-        let w = self.walker()?;
-        // Position on the last entry of the key before `cur`, whatever the direction.
-        w.m.seek_for_prev(&first_of(&cur));
-        while w.m.valid() && parse(w.m.key())?.user_key.cmp(cur.as_slice()) != Ordering::Less {
-            w.m.prev();
-        }
-        let r = w.next_backward(&all);
-        self.land(r, false)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Db;
     use rand::{Rng, SeedableRng};
+    use std::cmp::Ordering;
 
     fn collect(it: &mut dyn InternalIterator, backward: bool) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
@@ -617,7 +371,7 @@ mod tests {
                     );
                 }
             }
-            let mut m = merged(&db.inner, &sv, 0).unwrap();
+            let mut m = merged(&sv, 0).unwrap();
             let f = collect(&mut m, false);
             let b = collect(&mut m, true);
             assert!(

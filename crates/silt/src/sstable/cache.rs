@@ -15,8 +15,8 @@ use std::sync::Arc;
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
+use super::Block;
 use crate::error::Result;
-use crate::sstable::Block;
 
 /// Per-entry bytes charged on top of the block's data (key, `Arc`, `Block` header).
 const ENTRY_OVERHEAD_BYTES: u64 = 96;

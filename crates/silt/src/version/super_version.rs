@@ -1,0 +1,80 @@
+//! [`SuperVersion`]: what a read sees — the memtables and the version of the tables — pinned
+//! together in one `Arc`, so a read or an iterator holds one consistent state however long
+//! it lives. Built only here: the database swaps in a new one when a memtable is frozen
+//! ([`SuperVersion::rotated`]), flushed ([`SuperVersion::flushed`]), or the tables change
+//! ([`SuperVersion::with_version`]).
+
+use std::sync::Arc;
+
+use super::{CfVersion, Version};
+use crate::error::Result;
+use crate::key::{Kind, LookupKey};
+use crate::memtable::Memtable;
+
+/// The memtables (newest first, the active one at index 0) and the tables.
+#[derive(Debug)]
+pub(crate) struct SuperVersion {
+    pub(crate) mems: Vec<Arc<Memtable>>,
+    pub(crate) version: Arc<Version>,
+}
+
+impl SuperVersion {
+    /// The first super-version of an open: one (active) memtable.
+    pub(crate) fn new(active: Arc<Memtable>, version: Arc<Version>) -> SuperVersion {
+        SuperVersion {
+            mems: vec![active],
+            version,
+        }
+    }
+
+    /// This one with `active` as the new active memtable; the old one is frozen.
+    pub(crate) fn rotated(&self, active: Arc<Memtable>) -> SuperVersion {
+        let mut mems = Vec::with_capacity(self.mems.len() + 1);
+        mems.push(active);
+        mems.extend(self.mems.iter().cloned());
+        debug_assert!(
+            mems.windows(2)
+                .all(|w| w[0].first_seqno() >= w[1].first_seqno()),
+            "memtables are newest first (memtable invariant M1)"
+        );
+        SuperVersion {
+            mems,
+            version: self.version.clone(),
+        }
+    }
+
+    /// This one with the tables of `version`.
+    pub(crate) fn with_version(&self, version: Arc<Version>) -> SuperVersion {
+        SuperVersion {
+            mems: self.mems.clone(),
+            version,
+        }
+    }
+
+    /// This one without the frozen memtable `mem`, whose data `version` now holds in tables.
+    pub(crate) fn flushed(&self, mem: &Arc<Memtable>, version: Arc<Version>) -> SuperVersion {
+        debug_assert!(
+            !Arc::ptr_eq(&self.mems[0], mem),
+            "the active memtable is never flushed"
+        );
+        let mut mems = self.mems.clone();
+        mems.retain(|m| !Arc::ptr_eq(m, mem));
+        SuperVersion { mems, version }
+    }
+
+    /// The value of `lk`'s key in column family `cf` (of this super-version's version) as
+    /// of `lk`'s seqno: the memtables newest first, then the tables ([`CfVersion::get`]). The
+    /// first entry found decides; `None` if it is a tombstone or there is none.
+    pub(crate) fn get(&self, cf: &CfVersion, lk: &LookupKey) -> Result<Option<Vec<u8>>> {
+        let found = |kind: Kind, v: Vec<u8>| match kind {
+            Kind::Put => Some(v),
+            _ => None,
+        };
+        for m in &self.mems {
+            if let Some((kind, _, v)) = m.get(lk) {
+                return Ok(found(kind, v));
+            }
+        }
+        Ok(cf.get(lk)?.and_then(|(kind, v)| found(kind, v)))
+    }
+}

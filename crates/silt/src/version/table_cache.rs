@@ -1,0 +1,118 @@
+//! The open tables ([`TableCache`]: a bounded cache of open files) and the handle a version
+//! holds on each live table ([`TableHandle`]), which deletes the file once the table is
+//! obsolete and no version refers to it (version invariant 3).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
+
+use silt_vfs::FileSystem;
+
+use crate::error::{Error, Result};
+use crate::key;
+use crate::sstable::BlockCache;
+use crate::sstable::Table;
+use crate::table_meta::{table_file_name, TableMeta};
+
+/// Opens tables on demand and keeps a bounded number open.
+pub(crate) struct TableCache {
+    open: quick_cache::sync::Cache<u64, Arc<Table>>,
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    pub(crate) blocks: Arc<BlockCache>,
+}
+
+impl std::fmt::Debug for TableCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableCache")
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+impl TableCache {
+    pub(crate) fn new(
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        tables_max: usize,
+        blocks: Arc<BlockCache>,
+    ) -> TableCache {
+        TableCache {
+            open: quick_cache::sync::Cache::new(tables_max),
+            fs,
+            dir,
+            blocks,
+        }
+    }
+
+    pub(crate) fn path(&self, id: u64) -> PathBuf {
+        self.dir.join(table_file_name(id))
+    }
+
+    /// The open table `id`, opening it if needed.
+    pub(crate) fn get(&self, id: u64) -> Result<Arc<Table>> {
+        self.open.get_or_insert_with(&id, || {
+            let path = self.path(id);
+            let file = self
+                .fs
+                .open(&path)
+                .map_err(|e| Error::io("open table", Some(path.clone()), e))?;
+            Table::open(id, path, file, self.blocks.clone())
+        })
+    }
+
+    pub(crate) fn evict(&self, id: u64) {
+        self.open.remove(&id);
+    }
+}
+
+/// One live table: its description, and the duty to delete its file once obsolete.
+#[derive(Debug)]
+pub(crate) struct TableHandle {
+    pub(crate) meta: TableMeta,
+    obsolete: AtomicBool,
+    tables: Arc<TableCache>,
+}
+
+impl TableHandle {
+    pub(super) fn new(meta: TableMeta, tables: Arc<TableCache>) -> TableHandle {
+        TableHandle {
+            meta,
+            obsolete: AtomicBool::new(false),
+            tables,
+        }
+    }
+
+    /// The manifest no longer names the table: its file goes with the last handle
+    /// (version invariant 3).
+    pub(super) fn mark_obsolete(&self) {
+        self.obsolete.store(true, SeqCst);
+    }
+
+    pub(crate) fn user_smallest(&self) -> &[u8] {
+        key::user_key(&self.meta.smallest)
+    }
+
+    pub(crate) fn user_largest(&self) -> &[u8] {
+        key::user_key(&self.meta.largest)
+    }
+
+    /// Whether the table's user-key range meets `[lo, hi]` (inclusive).
+    pub(crate) fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
+        self.user_smallest() <= hi && self.user_largest() >= lo
+    }
+
+    pub(crate) fn table(&self) -> Result<Arc<Table>> {
+        self.tables.get(self.meta.id)
+    }
+}
+
+impl Drop for TableHandle {
+    fn drop(&mut self) {
+        if self.obsolete.load(SeqCst) {
+            self.tables.evict(self.meta.id);
+            // A failure leaves an orphan file, removed at the next open.
+            let _ = self.tables.fs.remove(&self.tables.path(self.meta.id));
+        }
+    }
+}
