@@ -15,9 +15,9 @@ use std::task::{Context, Poll, Waker};
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::commit::Inner;
 use crate::error::{Error, Result};
 use crate::options::{AppendOptions, Strategy};
-use crate::wal::Inner;
 use crate::{Lsn, Wal};
 
 #[derive(Default)]

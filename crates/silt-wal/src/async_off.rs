@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use crate::commit::Inner;
 use crate::error::Result;
-use crate::wal::Inner;
 
 /// No futures wait on a log built without `tokio`.
 #[derive(Default)]

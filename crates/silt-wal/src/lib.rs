@@ -23,6 +23,7 @@
 
 #![warn(missing_docs)]
 
+mod commit;
 mod error;
 mod format;
 pub mod kill_point;
@@ -30,9 +31,7 @@ mod options;
 mod recovery;
 mod segment;
 mod sync_shim;
-mod timed;
 mod wal;
-mod watermark;
 
 // The async API (feature `tokio`), or its no-op hooks: the commit path calls the same
 // `async_api::Waiters` methods either way, so the core carries no `cfg`.

@@ -25,8 +25,9 @@ impl SyncMode {
     pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(10);
 }
 
-/// How commits reach the file. `Pipelined` is silt's design; the others reproduce the seeds'
-/// designs so they can be measured beside it on the same disk.
+/// How commits reach the file. `Pipelined` is silt's design; the others (feature
+/// `strategies`) reproduce the seeds' designs so they can be measured beside it on the same
+/// disk. They are for benchmarks, not for use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Strategy {
     /// Lock-free reservation, encoding outside any lock straight into a shared mapping of the
@@ -35,9 +36,11 @@ pub enum Strategy {
     Pipelined,
     /// TidesDB v7: an atomic offset reservation and one `pwrite` per commit; under
     /// [`SyncMode::Full`] every commit issues its own `fdatasync`.
+    #[cfg(feature = "strategies")]
     DirectPwrite,
     /// MuopDB: leader/follower write groups closed when `max_entries` joined or `max_wait`
     /// passed since the group opened; one write and one `fdatasync` per group.
+    #[cfg(feature = "strategies")]
     TimedGroups {
         /// A group closes when this many commits have joined.
         max_entries: usize,

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use super::{Inner, WriteVia};
 use crate::error::{Error, Result};
 use crate::format::{record_bytes, RecordHeader};
-use crate::wal::{Inner, WriteVia};
 use crate::Lsn;
 
 #[derive(Default)]
