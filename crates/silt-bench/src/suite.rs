@@ -332,7 +332,7 @@ pub fn suite(a: SuiteArgs) -> Result<(), String> {
     let note = format!(
         "Command: `silt-bench {}` (on {}, {} CPUs; one process per cell).",
         command.get(1..).unwrap_or_default().join(" "),
-        crate::commit::today(),
+        crate::output::today(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
     );
     std::fs::write(a.out.join("command.txt"), format!("{note}\n"))

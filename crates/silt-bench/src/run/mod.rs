@@ -80,6 +80,7 @@ use serde::{Deserialize, Serialize};
 mod child;
 mod keys;
 mod parent;
+mod worker;
 mod workload;
 
 pub use child::cell;
@@ -246,8 +247,8 @@ struct CellSpec {
 
 #[cfg(test)]
 mod tests {
-    use super::child::*;
     use super::keys::*;
+    use super::worker::*;
     use super::workload::*;
     use super::*;
 

@@ -233,7 +233,7 @@ pub fn run_matrix(
         None
     };
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-    let date = crate::commit::today();
+    let date = crate::output::today();
     let mut cells = Vec::new();
     for repeat in 0..a.repeat.max(1) {
         for e in &engines {
