@@ -149,19 +149,23 @@ impl DbInner {
         edits.push(Edit::LogStart(boundary));
         edits.push(Edit::NextTableId(self.next_table_id.load(SeqCst)));
         let mut st = self.state.lock();
-        // A column family dropped while we wrote: leave its table out (deleted below).
-        let mut orphans = Vec::new();
+        // A column family dropped while we wrote: leave its table out (`new` deletes it).
         edits.retain(|e| match e {
-            Edit::AddTable { cf, meta, .. } if !st.manifest.state().cfs.contains_key(cf) => {
-                orphans.push(meta.id);
-                false
-            }
+            Edit::AddTable { cf, .. } => st.manifest.state().cfs.contains_key(cf),
             _ => true,
         });
+        let recorded: Vec<u64> = edits
+            .iter()
+            .filter_map(|e| match e {
+                Edit::AddTable { meta, .. } => Some(meta.id),
+                _ => None,
+            })
+            .collect();
         crate::kill_point::hit("flush: tables written and log synced, before the manifest edit");
         let r = st.manifest.log_and_apply(edits);
         let r = match r {
             Ok(()) => {
+                new.keep_only(&recorded);
                 let s = &mut *st;
                 let v = Arc::new(s.builder.build(s.manifest.state()));
                 let mut sv = self.sv.write();
@@ -170,18 +174,16 @@ impl DbInner {
             }
             Err(e) if Self::manifest_edit_surely_lost(&e) => Err(e),
             Err(e) => {
+                // Perhaps recorded: the tables the edit names must stay.
+                new.keep_only(&recorded);
                 self.poison("manifest write failed", &e);
-                new.keep();
                 Err(e)
             }
         };
         drop(st);
-        if r.is_ok() {
-            new.keep();
-        }
-        for id in orphans {
-            let _ = self.fs.remove(&self.tables_dir.join(table_file_name(id)));
-        }
+        // Removes whatever no edit names (a dropped family's table; everything if the edit
+        // surely failed).
+        drop(new);
         r?;
         self.counters.flush_bytes.fetch_add(bytes, SeqCst);
         self.counters.flushes.fetch_add(1, SeqCst);
@@ -312,6 +314,11 @@ impl<'a> NewTables<'a> {
     /// Keeps the files: the manifest names them, or may (after an ambiguous failure).
     pub(crate) fn keep(&mut self) {
         self.ids.clear();
+    }
+
+    /// Keeps the files of `ids` (the tables an edit names); the rest are removed on drop.
+    pub(crate) fn keep_only(&mut self, ids: &[u64]) {
+        self.ids.retain(|id| !ids.contains(id));
     }
 }
 
