@@ -123,7 +123,7 @@ pub(crate) fn start_sync_service(
 fn run_sync_service(inner: &Inner) {
     let mut s = inner.waiters.service.lock();
     loop {
-        while !s.shutdown && (s.requested <= inner.durable() || inner.is_poisoned()) {
+        while !s.shutdown && (s.requested <= inner.stream.durable() || inner.is_poisoned()) {
             inner.waiters.service_cv.wait(&mut s);
         }
         if s.shutdown {
@@ -147,7 +147,7 @@ struct Watermark<'a> {
 impl Watermark<'_> {
     fn reached(&self) -> bool {
         if self.durable {
-            self.inner.durable() >= self.target
+            self.inner.stream.durable() >= self.target
         } else {
             self.inner.ring.filled() >= self.target
         }

@@ -3,8 +3,9 @@
 //!
 //! Files: this one (the log's shared state, [`Inner`], and the path itself), `fill_ring.rs`
 //! (the contiguous filled watermark), `sync_stream.rs` (the durable watermark and the one
-//! running sync), `wait.rs` (spin, yield, park), and `timed.rs` (the seed's timed write
-//! groups, behind the feature `strategies`). The handle, [`crate::Wal`], is `wal.rs`.
+//! running sync), `wait.rs` (spin, yield, park), and the seeds' designs for the benchmark,
+//! behind the feature `strategies`: `direct.rs` (TidesDB's `pwrite` per commit) and
+//! `timed.rs` (MuopDB's timed write groups). The handle, [`crate::Wal`], is `wal.rs`.
 //!
 //! ## Invariants
 //!
@@ -40,6 +41,9 @@ use crate::Lsn;
 
 mod fill_ring;
 mod sync_stream;
+// The seeds' designs, for the benchmark (feature `strategies`).
+#[cfg(feature = "strategies")]
+mod direct;
 #[cfg(feature = "strategies")]
 mod timed;
 mod wait;
@@ -220,14 +224,7 @@ impl Inner {
                 Ok(lsn)
             }
             #[cfg(feature = "strategies")]
-            Strategy::DirectPwrite => {
-                let (lsn, end) = self.write_record(payload, WriteVia::Pwrite)?;
-                self.wait_filled(end)?;
-                if want_sync {
-                    self.sync_own(end)?;
-                }
-                Ok(lsn)
-            }
+            Strategy::DirectPwrite => self.append_direct(payload, want_sync),
             #[cfg(feature = "strategies")]
             Strategy::TimedGroups {
                 max_entries,
@@ -380,12 +377,6 @@ impl Inner {
         self.poisoned.load(SeqCst) || self.segments.is_poisoned()
     }
 
-    /// The durable watermark.
-    #[cfg(any(feature = "strategies", feature = "tokio"))]
-    pub(crate) fn durable(&self) -> u64 {
-        self.stream.durable()
-    }
-
     /// Waits until everything below `end` is in the OS.
     pub(crate) fn wait_filled(&self, end: u64) -> Result<()> {
         if self.ring.filled() < end {
@@ -450,21 +441,6 @@ impl Inner {
             let old = self.fsync_ewma_ns.load(SeqCst);
             self.fsync_ewma_ns.store((old * 7 + ns) / 8, SeqCst);
         }
-        Ok(())
-    }
-
-    /// `DirectPwrite` under `Full`: this commit's own `fdatasync`, shared with no one.
-    #[cfg(feature = "strategies")]
-    pub(crate) fn sync_own(&self, end: u64) -> Result<()> {
-        if self.is_poisoned() {
-            return Err(Error::Poisoned);
-        }
-        let target = self.ring.filled();
-        debug_assert!(target >= end);
-        let from = self.stream.durable().min(end - 1);
-        self.sync_range(from, target)?;
-        self.stream.advance(target);
-        self.synced(target);
         Ok(())
     }
 

@@ -193,7 +193,7 @@ fn flush(inner: &Inner, run: &mut Option<Run>) -> Result<()> {
 
 fn write_runs(inner: &Inner, entries: &[Vec<u8>]) -> Result<(Vec<Lsn>, u64)> {
     let s = inner.seg_bytes;
-    let durable = inner.durable();
+    let durable = inner.stream.durable();
     let mut lsns = Vec::with_capacity(entries.len());
     let mut last_end = 0;
     let mut run: Option<Run> = None;
