@@ -8,7 +8,7 @@
 //!
 //! An iterator pins the super-version it started with (it holds the `Arc<SuperVersion>`,
 //! not the database): the tables it reads stay on disk until it is dropped, so it sees one
-//! consistent state however long it lives, even past the database's close.
+//! consistent state however long it lives.
 //!
 //! This module sits above `version`, `iter`, `memtable` and `sstable` and below `db`: it
 //! reads a super-version at a seqno and knows nothing of writes, the log or the manifest.
