@@ -48,8 +48,7 @@ impl Target {
     }
 }
 
-/// The `fsync-loop` file never grows past this; longer runs wrap around inside it (the
-
+/// Runs one cell: opens its target, starts its callers together, times the commits.
 pub(super) fn run_cell(
     a: &CommitArgs,
     cell: &Cell,

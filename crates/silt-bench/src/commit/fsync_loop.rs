@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use silt_vfs::{File, FileSystem};
 
+/// The `fsync-loop` file never grows past this; longer runs wrap around inside it (the
 /// blocks are allocated and written either way).
 pub(super) const FLOOR_FILE_MAX: u64 = 1 << 30;
 
