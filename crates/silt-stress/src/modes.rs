@@ -613,11 +613,17 @@ pub fn io_errors(seed: u64, keys: u32, ops: u64, max_n: u64) -> Summary {
                             .map(|v| format!("n={n} persistent={persistent}: {v}")),
                     );
                     drop(shared);
-                    drop(db);
+                    // Close, not drop: a background job still running (a flush syncing the
+                    // log, say) may meet the fault after the workload ended, and only close
+                    // reports that failure. A failed fdatasync there drops dirty pages too.
+                    let closed = db.close().err().map(|e| e.to_string());
+                    if std::env::var_os("SILT_STRESS_DEBUG").is_some() {
+                        eprintln!("n={n} persistent={persistent}: close: {closed:?}");
+                    }
                     // A process crash after the failure: everything that reached the OS
                     // survives, except what a failed fdatasync dropped (the kernel drops
                     // dirty pages after a failed writeback); the faults are gone.
-                    let sync_failed = [error.as_deref(), background.as_deref()]
+                    let sync_failed = [error.as_deref(), background.as_deref(), closed.as_deref()]
                         .into_iter()
                         .flatten()
                         .any(|e| {
