@@ -11,8 +11,10 @@
 //!   libraries, and the type is set to none explicitly), a full bloom filter of 10 bits per
 //!   key, 4 KiB blocks, a 64 MiB memtable (RocksDB's defaults), leveled compaction with
 //!   dynamic level sizes (RocksDB's default), two background jobs (RocksDB's default).
-//! * The seek cursor is one raw iterator kept for the thread's whole run (as db_bench
-//!   reuses its iterator).
+//! * The seek cursor is one raw iterator kept for the thread's whole run, as every adapter
+//!   keeps its cursor. (db_bench's `seekrandom` makes a new iterator per seek unless
+//!   `--use_tailing_iterator`; `scan --range-size 1` is that loop here: new iterator, one
+//!   seek, one pair. `scripts/rocksdb_check.py` compares both with db_bench.)
 //! * `flush` is `flush()` (it waits); `wait_idle` is `wait_for_compact` with a timeout.
 
 use std::time::Duration;
