@@ -63,7 +63,7 @@ use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, Seqno, MAX_SEQNO};
 use crate::manifest::{Edit, Manifest, LEVELS};
-use crate::memtable::Memtable;
+use crate::memtable::{Memtable, Splice};
 use crate::options::{DbBuilder, WriteOptions, STALL_WAIT};
 use crate::read::{Bounds, Iter};
 use crate::sstable::BlockCache;

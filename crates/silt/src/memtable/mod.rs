@@ -1,0 +1,334 @@
+//! [`Memtable`]: the in-memory, concurrent, sorted buffer that takes every write before it
+//! is flushed to a level-0 table.
+//!
+//! One memtable holds the entries of every column family: its keys are
+//! `cf id (u32 big-endian) ++ internal key`, ordered by column family, then internal key
+//! order ([`crate::key::cmp_internal`]). So a flush turns one memtable into one table per
+//! column family, and the log can be purged up to one point for all of them.
+//!
+//! ## Invariants
+//!
+//! 1. A memtable owns the seqno range `[first_seqno, next memtable's first_seqno)`: a writer
+//!    inserts into the memtable whose range holds its seqno, even if a newer memtable
+//!    became active meanwhile (see `apply` in `db/write.rs` and invariant M1 in `db/mod.rs`). So memtables, and the level-0 tables
+//!    flushed from them, cover disjoint, increasing seqno ranges.
+//! 2. Entries are never removed or changed: a memtable only grows until it is flushed and
+//!    dropped.
+//!
+//! Backed by [`skiplist`]: an arena-backed concurrent skip list with the key and value inline
+//! in each node (why not a general-purpose crate: see that module).
+
+use std::cmp::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use crate::error::Error;
+use crate::iter::InternalIterator;
+use crate::key::{self, Kind, Seqno};
+
+mod skiplist;
+
+pub(crate) use skiplist::Splice;
+use skiplist::{Node, SkipList};
+
+/// Orders memtable keys: column family (4 bytes, big-endian), then internal key order. A
+/// probe may be just the 4-byte column-family prefix.
+fn cmp_mem(a: &[u8], b: &[u8]) -> Ordering {
+    if a.len() >= 4 && b.len() >= 4 {
+        return a[..4]
+            .cmp(&b[..4])
+            .then_with(|| key::cmp_internal(&a[4..], &b[4..]));
+    }
+    let (ca, cb) = (&a[..4.min(a.len())], &b[..4.min(b.len())]);
+    ca.cmp(cb)
+        .then_with(|| key::cmp_internal(&a[4.min(a.len())..], &b[4.min(b.len())..]))
+}
+
+fn cf_of(k: &[u8]) -> u32 {
+    u32::from_be_bytes([k[0], k[1], k[2], k[3]])
+}
+
+fn probe_bytes(cf: u32, ikey: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(4 + ikey.len());
+    v.extend_from_slice(&cf.to_be_bytes());
+    v.extend_from_slice(ikey);
+    v
+}
+
+/// A concurrent sorted buffer of entries of all column families.
+pub(crate) struct Memtable {
+    list: SkipList,
+    /// The first seqno this memtable owns (invariant 1).
+    first_seqno: Seqno,
+    approx_bytes: AtomicU64,
+    entries: AtomicU64,
+}
+
+impl std::fmt::Debug for Memtable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memtable")
+            .field("first_seqno", &self.first_seqno)
+            .field("approx_bytes", &self.approx_bytes())
+            .field("entries", &self.entries.load(Relaxed))
+            .finish()
+    }
+}
+
+impl Memtable {
+    pub(crate) fn new(first_seqno: Seqno) -> Memtable {
+        Memtable {
+            list: SkipList::new(cmp_mem),
+            first_seqno,
+            approx_bytes: AtomicU64::new(0),
+            entries: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn first_seqno(&self) -> Seqno {
+        self.first_seqno
+    }
+
+    /// Bytes of the arena the entries take (nodes, keys, values).
+    pub(crate) fn approx_bytes(&self) -> u64 {
+        self.approx_bytes.load(Relaxed)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.load(Relaxed) == 0
+    }
+
+    /// Inserts one entry. Re-inserting the same (cf, key, seqno, kind) — log replay of a
+    /// batch that was already flushed — keeps the first copy.
+    #[cfg(test)]
+    pub(crate) fn insert(&self, cf: u32, user_key: &[u8], seqno: Seqno, kind: Kind, value: &[u8]) {
+        self.insert_with(&mut Splice::default(), cf, user_key, seqno, kind, value);
+    }
+
+    /// [`Memtable::insert`] for one of a sequence of inserts (a batch): `splice` remembers
+    /// where the previous one went, so keys in order (either way) cost about two comparisons
+    /// each instead of a search. Use one `Splice` per memtable.
+    pub(crate) fn insert_with(
+        &self,
+        splice: &mut Splice,
+        cf: u32,
+        user_key: &[u8],
+        seqno: Seqno,
+        kind: Kind,
+        value: &[u8],
+    ) {
+        debug_assert!(seqno >= self.first_seqno);
+        let trailer = key::trailer(seqno, kind as u8);
+        let mut k = [0u8; 64];
+        let klen = 4 + user_key.len() + trailer.len();
+        let heap;
+        let kb: &[u8] = if klen <= k.len() {
+            k[..4].copy_from_slice(&cf.to_be_bytes());
+            k[4..4 + user_key.len()].copy_from_slice(user_key);
+            k[4 + user_key.len()..klen].copy_from_slice(&trailer);
+            &k[..klen]
+        } else {
+            let mut v = probe_bytes(cf, user_key);
+            v.extend_from_slice(&trailer);
+            heap = v;
+            &heap
+        };
+        let bytes = self.list.insert(splice, kb, value);
+        if bytes > 0 {
+            self.approx_bytes.fetch_add(bytes as u64, Relaxed);
+            self.entries.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// The newest entry of `user_key` in `cf` with `seqno < snapshot`.
+    pub(crate) fn get(&self, lk: &key::LookupKey) -> Option<(Kind, Seqno, Vec<u8>)> {
+        let n = self.list.seek_ge(lk.memtable_key());
+        if n.is_null() {
+            return None;
+        }
+        let node = self.list.get(n);
+        let k = node.key();
+        if cf_of(k) != lk.cf() {
+            return None;
+        }
+        let p = key::parse(&k[4..])?;
+        if p.user_key != lk.user_key() {
+            return None;
+        }
+        Some((p.kind, p.seqno, node.value().to_vec()))
+    }
+
+    /// The column families with entries here, in order.
+    pub(crate) fn cfs(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut next = Some(0u32);
+        while let Some(cf) = next {
+            let n = self.list.seek_ge(&cf.to_be_bytes());
+            if n.is_null() {
+                break;
+            }
+            let c = cf_of(self.list.get(n).key());
+            out.push(c);
+            next = c.checked_add(1);
+        }
+        out
+    }
+
+    /// A cursor over the entries of `cf`.
+    pub(crate) fn iter(self: &Arc<Self>, cf: u32) -> MemIter {
+        MemIter {
+            mem: self.clone(),
+            cf,
+            cur: std::ptr::null(),
+        }
+    }
+}
+
+/// A cursor over one column family of a memtable: a node pointer (the memtable, kept alive
+/// by the `Arc`, owns the node), so `next` is one load and nothing is copied; `prev` is a
+/// search, as nodes have no back links.
+pub(crate) struct MemIter {
+    mem: Arc<Memtable>,
+    cf: u32,
+    /// The current node, or null.
+    cur: *const Node,
+}
+
+// SAFETY: `cur` points into `mem`'s arena, which the `Arc` keeps alive; published nodes are
+// read-only apart from atomic links.
+unsafe impl Send for MemIter {}
+unsafe impl Sync for MemIter {}
+
+impl MemIter {
+    fn set(&mut self, n: *const Node) {
+        self.cur = if !n.is_null() && cf_of(self.mem.list.get(n).key()) == self.cf {
+            n
+        } else {
+            std::ptr::null()
+        };
+    }
+
+    fn node(&self) -> Option<&Node> {
+        (!self.cur.is_null()).then(|| self.mem.list.get(self.cur))
+    }
+}
+
+impl InternalIterator for MemIter {
+    fn valid(&self) -> bool {
+        !self.cur.is_null()
+    }
+
+    fn seek_to_first(&mut self) {
+        let n = self.mem.list.seek_ge(&self.cf.to_be_bytes());
+        self.set(n);
+    }
+
+    fn seek_to_last(&mut self) {
+        let n = match self.cf.checked_add(1) {
+            Some(c) => self.mem.list.seek_lt(&c.to_be_bytes()),
+            None => self.mem.list.last(),
+        };
+        self.set(n);
+    }
+
+    fn seek(&mut self, target: &[u8]) {
+        let buf = probe_bytes(self.cf, target);
+        let n = self.mem.list.seek_ge(&buf);
+        self.set(n);
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        let buf = probe_bytes(self.cf, target);
+        let n = self.mem.list.seek_le(&buf);
+        self.set(n);
+    }
+
+    fn next(&mut self) {
+        if self.cur.is_null() {
+            return;
+        }
+        let n = self.mem.list.next(self.cur);
+        self.set(n);
+    }
+
+    fn prev(&mut self) {
+        if self.cur.is_null() {
+            return;
+        }
+        let n = self.mem.list.prev(self.cur);
+        self.set(n);
+    }
+
+    fn key(&self) -> &[u8] {
+        self.node().map(|n| &n.key()[4..]).unwrap_or(&[])
+    }
+
+    fn value(&self) -> &[u8] {
+        self.node().map(|n| n.value()).unwrap_or(&[])
+    }
+
+    fn take_error(&mut self) -> Option<Error> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn get_sees_newest_visible_and_respects_cf() {
+        let m = Arc::new(Memtable::new(10));
+        m.insert(0, b"k", 10, Kind::Put, b"v10");
+        m.insert(0, b"k", 20, Kind::Put, b"v20");
+        m.insert(0, b"k", 30, Kind::Delete, b"");
+        m.insert(1, b"k", 15, Kind::Put, b"cf1");
+        assert_eq!(m.get(&key::LookupKey::new(0, b"k", 11)).unwrap().2, b"v10");
+        assert_eq!(m.get(&key::LookupKey::new(0, b"k", 25)).unwrap().2, b"v20");
+        assert_eq!(
+            m.get(&key::LookupKey::new(0, b"k", 31)).unwrap().0,
+            Kind::Delete
+        );
+        assert!(m.get(&key::LookupKey::new(0, b"k", 10)).is_none());
+        assert_eq!(m.get(&key::LookupKey::new(1, b"k", 100)).unwrap().2, b"cf1");
+        assert!(m.get(&key::LookupKey::new(2, b"k", 100)).is_none());
+        assert!(m.get(&key::LookupKey::new(0, b"j", 100)).is_none());
+        assert_eq!(m.cfs(), vec![0, 1]);
+    }
+
+    #[test]
+    fn iter_walks_one_cf_both_ways() {
+        let m = Arc::new(Memtable::new(1));
+        for (cf, k, s) in [
+            (0, "a", 5),
+            (1, "a", 6),
+            (1, "b", 7),
+            (1, "b", 9),
+            (2, "c", 8),
+        ] {
+            m.insert(cf, k.as_bytes(), s, Kind::Put, b"");
+        }
+        let mut it = m.iter(1);
+        it.seek_to_first();
+        let mut fwd = vec![];
+        while it.valid() {
+            let p = key::parse(it.key()).unwrap();
+            fwd.push((p.user_key.to_vec(), p.seqno));
+            it.next();
+        }
+        assert_eq!(
+            fwd,
+            vec![(b"a".to_vec(), 6), (b"b".to_vec(), 9), (b"b".to_vec(), 7)]
+        );
+        it.seek_to_last();
+        let mut back = vec![];
+        while it.valid() {
+            back.push(key::seqno(it.key()));
+            it.prev();
+        }
+        assert_eq!(back, vec![7, 9, 6]);
+        it.seek(&key::seek_key(b"b", 8));
+        assert_eq!(key::seqno(it.key()), 7);
+        it.seek_for_prev(&key::seek_key(b"b", 8));
+        assert_eq!(key::seqno(it.key()), 9);
+    }
+}

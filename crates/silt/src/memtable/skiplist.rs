@@ -1,0 +1,688 @@
+//! An arena-backed concurrent skip list with inline keys: the memtable's index.
+//!
+//! Why not `crossbeam-skiplist` (used until issue 12): profiles of a random fill put about
+//! half of the write path's CPU in its search. Its nodes hold a pointer to the key, so every
+//! comparison of a search costs a second cache miss; every node is a separate allocation
+//! with a reference count and an epoch-based reclamation scheme, none of which a memtable
+//! needs, since its entries are never removed and are freed all at once. This is the design
+//! of LevelDB's and RocksDB's skip lists (`InlineSkipList`) and Pebble's `arenaskl`:
+//!
+//! - a node is one arena allocation: header, tower of `height` next pointers, key, value;
+//! - nodes are never unlinked or changed after they are published, except their towers
+//!   gaining successors, so readers need no lock and no reclamation: the arena lives as long
+//!   as the list;
+//! - writers link a node bottom-up, each level with one compare-and-swap; a failed CAS
+//!   (a concurrent insert in the same gap) re-searches that level from the node before it;
+//! - a [`Splice`] remembers where the previous insert of a batch went, so a sorted batch
+//!   (ascending or descending) costs about two comparisons per entry instead of a search.
+//!
+//! ## Invariants
+//!
+//! 1. At every level, the nodes reachable from the head are in strictly increasing key
+//!    order (`cmp`); level `i` holds a subset of level `i - 1`.
+//! 2. A node's header, key, value and tower entries are written before the release CAS that
+//!    publishes it at level 0; readers load links with acquire, so a reachable node is
+//!    fully initialised.
+//! 3. Memory is freed only when the list is dropped (nothing unlinks).
+
+use std::cell::Cell;
+use std::cmp::Ordering;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AO};
+
+use parking_lot::Mutex;
+
+/// The tallest tower. With a branching factor of 4, 12 levels index 4^12 = 16M entries
+/// well; a memtable holds about a million.
+pub(crate) const MAX_HEIGHT: usize = 12;
+
+/// Size of the arena's chunks. Nodes larger than a quarter of it get a chunk of their own.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Bytes of a node before its tower: key length, value length, height (u32 each) and
+/// padding to 8.
+const HEADER_BYTES: usize = 16;
+
+/// Orders two keys. Probes passed to searches may be prefixes (see the memtable's `cmp`).
+pub(crate) type Cmp = fn(&[u8], &[u8]) -> Ordering;
+
+/// A node: `HEADER_BYTES` of header, then `height` `AtomicPtr<Node>`, then the key, then the
+/// value. Only ever handled by pointer; the struct names the header.
+#[repr(C)]
+pub(crate) struct Node {
+    key_len: u32,
+    value_len: u32,
+    height: u32,
+    _pad: u32,
+}
+
+impl Node {
+    fn tower(&self) -> *const AtomicPtr<Node> {
+        // SAFETY: the tower follows the header in the same allocation.
+        unsafe { (self as *const Node as *const u8).add(HEADER_BYTES) as *const AtomicPtr<Node> }
+    }
+
+    /// The link at `level`. REQUIRES: `level < height`.
+    fn next(&self, level: usize) -> &AtomicPtr<Node> {
+        debug_assert!(level < self.height as usize);
+        // SAFETY: `level < height`, and the tower was initialised at allocation.
+        unsafe { &*self.tower().add(level) }
+    }
+
+    fn data(&self) -> *const u8 {
+        // SAFETY: key and value follow the tower in the same allocation.
+        unsafe { (self.tower() as *const u8).add(self.height as usize * 8) }
+    }
+
+    /// The key.
+    pub(crate) fn key(&self) -> &[u8] {
+        // SAFETY: written before the node was published (invariant 2), never changed.
+        unsafe { std::slice::from_raw_parts(self.data(), self.key_len as usize) }
+    }
+
+    /// The value.
+    pub(crate) fn value(&self) -> &[u8] {
+        // SAFETY: as for `key`; the value follows the key.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.data().add(self.key_len as usize),
+                self.value_len as usize,
+            )
+        }
+    }
+}
+
+/// Bump allocation in chunks of 8-byte words, freed all at once. Why an arena at all (before
+/// this list existed): freeing a million small allocations when a flushed memtable was
+/// dropped made glibc consolidate its fastbins under the arena lock writers need — 50–130 ms
+/// put stalls after every flush (BENCHMARKS.md).
+#[derive(Default)]
+struct Arena {
+    chunks: Mutex<Chunks>,
+}
+
+#[derive(Default)]
+struct Chunks {
+    /// The chunk being filled and the words of it used; its buffer never moves.
+    current: Box<[u64]>,
+    used: usize,
+    /// Full chunks and oversized nodes, kept until the arena is dropped.
+    done: Vec<Box<[u64]>>,
+}
+
+impl Arena {
+    /// `bytes` bytes, 8-aligned, zeroed, valid until the arena is dropped.
+    fn alloc(&self, bytes: usize) -> *mut u8 {
+        let words = bytes.div_ceil(8);
+        let mut c = self.chunks.lock();
+        if words > CHUNK_BYTES / 8 / 4 {
+            let mut b = vec![0u64; words].into_boxed_slice();
+            let p = b.as_mut_ptr() as *mut u8;
+            c.done.push(b);
+            return p;
+        }
+        if c.current.len() - c.used < words {
+            let full = std::mem::replace(
+                &mut c.current,
+                vec![0u64; CHUNK_BYTES / 8].into_boxed_slice(),
+            );
+            if !full.is_empty() {
+                c.done.push(full);
+            }
+            c.used = 0;
+        }
+        let at = c.used;
+        c.used += words;
+        // SAFETY: `at + words <= current.len()`; the box's heap buffer does not move when
+        // the box itself is moved into `done`.
+        unsafe { c.current.as_mut_ptr().add(at) as *mut u8 }
+    }
+}
+
+thread_local! {
+    static RNG: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A tower height: 1 with probability 3/4, 2 with 3/16, … (branching factor 4).
+fn random_height() -> usize {
+    RNG.with(|r| {
+        let mut x = r.get();
+        if x == 0 {
+            // Seed per thread from the address of a stack value and the time.
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1);
+            x = (t ^ (&x as *const u64 as u64)) | 1;
+        }
+        // xorshift64*
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        r.set(x);
+        let bits = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        // Two bits per level: each level has a 1/4 chance to continue.
+        let h = 1 + ((bits | (1 << 62)).trailing_zeros() as usize / 2);
+        h.min(MAX_HEIGHT)
+    })
+}
+
+/// Where the previous insert of a sequence went: the nodes before and after its key at every
+/// level, and the node it inserted. Valid for one list; reused across the inserts of a batch.
+pub(crate) struct Splice {
+    prev: [*const Node; MAX_HEIGHT],
+    next: [*const Node; MAX_HEIGHT],
+    last: *const Node,
+}
+
+impl Default for Splice {
+    fn default() -> Splice {
+        Splice {
+            prev: [ptr::null(); MAX_HEIGHT],
+            next: [ptr::null(); MAX_HEIGHT],
+            last: ptr::null(),
+        }
+    }
+}
+
+/// The skip list. Keys are unique (an insert of an equal key is dropped).
+pub(crate) struct SkipList {
+    head: *const Node,
+    height: AtomicUsize,
+    cmp: Cmp,
+    arena: Arena,
+}
+
+// SAFETY: nodes are reached only through atomics with acquire/release (invariant 2) and are
+// immutable once published except for their atomic links; the arena is behind a mutex.
+unsafe impl Send for SkipList {}
+unsafe impl Sync for SkipList {}
+
+impl SkipList {
+    pub(crate) fn new(cmp: Cmp) -> SkipList {
+        let arena = Arena::default();
+        let head = Self::alloc_node(&arena, MAX_HEIGHT, &[], &[]).0;
+        SkipList {
+            head,
+            height: AtomicUsize::new(1),
+            cmp,
+            arena,
+        }
+    }
+
+    /// Allocates a node with a null tower; returns it and its size in bytes.
+    fn alloc_node(arena: &Arena, height: usize, key: &[u8], value: &[u8]) -> (*const Node, usize) {
+        let bytes = HEADER_BYTES + height * 8 + key.len() + value.len();
+        let p = arena.alloc(bytes);
+        // SAFETY: `p` is 8-aligned, zeroed (null links) and `bytes` long.
+        unsafe {
+            ptr::write(
+                p as *mut Node,
+                Node {
+                    key_len: key.len() as u32,
+                    value_len: value.len() as u32,
+                    height: height as u32,
+                    _pad: 0,
+                },
+            );
+            let data = p.add(HEADER_BYTES + height * 8);
+            ptr::copy_nonoverlapping(key.as_ptr(), data, key.len());
+            ptr::copy_nonoverlapping(value.as_ptr(), data.add(key.len()), value.len());
+        }
+        (p as *const Node, bytes.div_ceil(8) * 8)
+    }
+
+    fn node(&self, p: *const Node) -> &Node {
+        // SAFETY: every non-null pointer in the list points into the arena, which lives as
+        // long as `self` (invariant 3).
+        unsafe { &*p }
+    }
+
+    /// Whether `key` sorts after node `n` (the head sorts before everything).
+    fn after(&self, key: &[u8], n: *const Node) -> bool {
+        n == self.head || (self.cmp)(self.node(n).key(), key) == Ordering::Less
+    }
+
+    /// Whether `key` sorts before node `n` (a null link sorts after everything).
+    fn before(&self, key: &[u8], n: *const Node) -> bool {
+        n.is_null() || (self.cmp)(key, self.node(n).key()) == Ordering::Less
+    }
+
+    /// From `before` (a node whose key is less than `key`, or the head) at `level`: the last
+    /// node less than `key` and the first not less.
+    fn find_level(
+        &self,
+        key: &[u8],
+        mut before: *const Node,
+        level: usize,
+    ) -> (*const Node, *const Node) {
+        loop {
+            let next = self.node(before).next(level).load(AO::Acquire);
+            if next.is_null() || (self.cmp)(self.node(next).key(), key) != Ordering::Less {
+                return (before, next);
+            }
+            before = next;
+        }
+    }
+
+    /// Fills `s` for `key` from the head, at every level below the list's height.
+    fn find_splice(&self, key: &[u8], s: &mut Splice) {
+        let mut x = self.head;
+        for level in (0..MAX_HEIGHT).rev() {
+            if level >= self.height.load(AO::Relaxed) {
+                s.prev[level] = self.head;
+                s.next[level] = ptr::null();
+                continue;
+            }
+            let (p, n) = self.find_level(key, x, level);
+            s.prev[level] = p;
+            s.next[level] = n;
+            x = p;
+        }
+    }
+
+    /// Inserts `key` with `value`, using and updating `splice` (fresh or from a previous insert
+    /// into this list). Returns the bytes allocated, or 0 if an equal key was present.
+    pub(crate) fn insert(&self, splice: &mut Splice, key: &[u8], value: &[u8]) -> usize {
+        let height = random_height();
+        let cur = self.height.load(AO::Relaxed);
+        if height > cur {
+            self.height.fetch_max(height, AO::Relaxed);
+        }
+        // Starting points `lo[i]` (each less than `key`) for every level below `height`.
+        let mut lo = [ptr::null::<Node>(); MAX_HEIGHT];
+        let usable = !splice.last.is_null() && {
+            let last = self.node(splice.last);
+            match (self.cmp)(key, last.key()) {
+                Ordering::Equal => return 0,
+                Ordering::Greater => {
+                    // Between the last insert and its successor?
+                    if self.before(key, splice.next[0]) {
+                        for (i, l) in lo.iter_mut().enumerate().take(height) {
+                            *l = if i < last.height as usize {
+                                splice.last
+                            } else {
+                                splice.prev[i]
+                            };
+                        }
+                        true
+                    } else {
+                        false
+                    }
+                }
+                Ordering::Less => {
+                    // Between the last insert's predecessor and it?
+                    if self.after(key, splice.prev[0]) {
+                        lo[..height].copy_from_slice(&splice.prev[..height]);
+                        true
+                    } else {
+                        false
+                    }
+                }
+            }
+        };
+        let mut prev = [ptr::null::<Node>(); MAX_HEIGHT];
+        let mut next = [ptr::null::<Node>(); MAX_HEIGHT];
+        if usable {
+            for i in 0..height {
+                let (p, n) = self.find_level(key, lo[i], i);
+                prev[i] = p;
+                next[i] = n;
+            }
+        } else {
+            self.find_splice(key, splice);
+            prev.copy_from_slice(&splice.prev);
+            next.copy_from_slice(&splice.next);
+        }
+        if !next[0].is_null() && (self.cmp)(self.node(next[0]).key(), key) == Ordering::Equal {
+            // `splice` may now bracket this key while `last` is older: start afresh.
+            splice.last = ptr::null();
+            return 0;
+        }
+        let (x, bytes) = Self::alloc_node(&self.arena, height, key, value);
+        let xn = self.node(x);
+        for i in 0..height {
+            loop {
+                xn.next(i).store(next[i] as *mut Node, AO::Relaxed);
+                match self.node(prev[i]).next(i).compare_exchange(
+                    next[i] as *mut Node,
+                    x as *mut Node,
+                    AO::Release,
+                    AO::Acquire,
+                ) {
+                    Ok(_) => break,
+                    Err(_) => {
+                        // Someone linked a node into this gap: search the level again from
+                        // the node before it (still less than `key`).
+                        let (p, n) = self.find_level(key, prev[i], i);
+                        if i == 0
+                            && !n.is_null()
+                            && (self.cmp)(self.node(n).key(), key) == Ordering::Equal
+                        {
+                            // An equal key won the race at level 0; `x` stays unlinked
+                            // (its bytes are wasted until the list is dropped).
+                            splice.last = ptr::null();
+                            return 0;
+                        }
+                        prev[i] = p;
+                        next[i] = n;
+                    }
+                }
+            }
+        }
+        // Remember the gap for the next insert. Levels at and above `height` keep what they
+        // had: nodes before the previous key, and so (see `insert`'s checks) before this one.
+        splice.prev[..height].copy_from_slice(&prev[..height]);
+        splice.next[..height].copy_from_slice(&next[..height]);
+        splice.last = x;
+        bytes
+    }
+
+    /// The first node whose key is `>= key`, or null.
+    pub(crate) fn seek_ge(&self, key: &[u8]) -> *const Node {
+        let mut x = self.head;
+        let mut found = ptr::null();
+        for level in (0..self.height.load(AO::Relaxed)).rev() {
+            // The successor found at level 0 (not a second load of the link, which a
+            // concurrent insert may have pointed at a smaller key meanwhile).
+            (x, found) = self.find_level(key, x, level);
+        }
+        found
+    }
+
+    /// The last node whose key is `< key`, or null.
+    pub(crate) fn seek_lt(&self, key: &[u8]) -> *const Node {
+        let mut x = self.head;
+        for level in (0..self.height.load(AO::Relaxed)).rev() {
+            x = self.find_level(key, x, level).0;
+        }
+        if x == self.head {
+            ptr::null()
+        } else {
+            x
+        }
+    }
+
+    /// The last node whose key is `<= key`, or null.
+    pub(crate) fn seek_le(&self, key: &[u8]) -> *const Node {
+        let n = self.seek_ge(key);
+        if !n.is_null() && (self.cmp)(self.node(n).key(), key) == Ordering::Equal {
+            return n;
+        }
+        self.seek_lt(key)
+    }
+
+    /// The first node, or null.
+    #[cfg(test)]
+    pub(crate) fn first(&self) -> *const Node {
+        self.node(self.head).next(0).load(AO::Acquire)
+    }
+
+    /// The last node, or null.
+    pub(crate) fn last(&self) -> *const Node {
+        let mut x = self.head;
+        for level in (0..self.height.load(AO::Relaxed)).rev() {
+            loop {
+                let n = self.node(x).next(level).load(AO::Acquire);
+                if n.is_null() {
+                    break;
+                }
+                x = n;
+            }
+        }
+        if x == self.head {
+            ptr::null()
+        } else {
+            x
+        }
+    }
+
+    /// The node after `n` (non-null, of this list), or null.
+    pub(crate) fn next(&self, n: *const Node) -> *const Node {
+        self.node(n).next(0).load(AO::Acquire)
+    }
+
+    /// The node before `n` (non-null, of this list), or null: a search, as nodes have no
+    /// back links.
+    pub(crate) fn prev(&self, n: *const Node) -> *const Node {
+        self.seek_lt(self.node(n).key())
+    }
+
+    /// The node behind a pointer this list returned. The reference lives as long as the list.
+    pub(crate) fn get(&self, n: *const Node) -> &Node {
+        self.node(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+
+    fn bytes_cmp(a: &[u8], b: &[u8]) -> Ordering {
+        a.cmp(b)
+    }
+
+    fn collect(l: &SkipList) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut n = l.first();
+        while !n.is_null() {
+            out.push(l.get(n).key().to_vec());
+            n = l.next(n);
+        }
+        out
+    }
+
+    fn collect_back(l: &SkipList) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut n = l.last();
+        while !n.is_null() {
+            out.push(l.get(n).key().to_vec());
+            n = l.prev(n);
+        }
+        out
+    }
+
+    fn key_of(l: &SkipList, n: *const Node) -> Option<Vec<u8>> {
+        (!n.is_null()).then(|| l.get(n).key().to_vec())
+    }
+
+    /// How a batch of keys is ordered before it is inserted with one splice.
+    #[derive(Debug, Clone)]
+    enum Order {
+        Asc,
+        Desc,
+        AsIs,
+    }
+
+    proptest! {
+        #[test]
+        fn matches_a_sorted_set(
+            batches in prop::collection::vec(
+                (prop::collection::vec(prop::collection::vec(0u8..4, 0..4), 0..40),
+                 prop_oneof![Just(Order::Asc), Just(Order::Desc), Just(Order::AsIs)]),
+                0..12),
+            probes in prop::collection::vec(prop::collection::vec(0u8..4, 0..4), 0..20),
+        ) {
+            let l = SkipList::new(bytes_cmp);
+            let mut model = BTreeSet::new();
+            for (mut keys, order) in batches {
+                match order {
+                    Order::Asc => keys.sort(),
+                    Order::Desc => { keys.sort(); keys.reverse() }
+                    Order::AsIs => {}
+                }
+                let mut s = Splice::default();
+                for k in keys {
+                    let v = [k.len() as u8; 3];
+                    let added = l.insert(&mut s, &k, &v) > 0;
+                    prop_assert_eq!(added, model.insert(k.clone()), "insert {:?}", k);
+                }
+            }
+            let want: Vec<Vec<u8>> = model.iter().cloned().collect();
+            prop_assert_eq!(collect(&l), want.clone());
+            let mut back = want.clone();
+            back.reverse();
+            prop_assert_eq!(collect_back(&l), back);
+            for n in { let mut v = Vec::new(); let mut n = l.first(); while !n.is_null() { v.push(n); n = l.next(n); } v } {
+                let node = l.get(n);
+                prop_assert_eq!(node.value(), &[node.key().len() as u8; 3][..]);
+            }
+            for p in probes {
+                prop_assert_eq!(key_of(&l, l.seek_ge(&p)), model.range(p.clone()..).next().cloned());
+                prop_assert_eq!(key_of(&l, l.seek_lt(&p)), model.range(..p.clone()).next_back().cloned());
+                prop_assert_eq!(key_of(&l, l.seek_le(&p)), model.range(..=p.clone()).next_back().cloned());
+            }
+        }
+    }
+
+    #[test]
+    fn concurrent_inserts_and_readers_keep_order_and_lose_nothing() {
+        const THREADS: u64 = 4;
+        const PER: u64 = 20_000;
+        let l = Arc::new(SkipList::new(bytes_cmp));
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (l, done) = (l.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut passes = 0u64;
+                while !done.load(AO::Acquire) || passes == 0 {
+                    if passes % 64 == 0 {
+                        let keys = collect(&l);
+                        assert!(keys.windows(2).all(|w| w[0] < w[1]), "out of order");
+                    }
+                    // Seeks racing with inserts into the gap they land in: the answer must
+                    // still be on the right side of the probe.
+                    let g = passes % (THREADS / 2);
+                    let probe = ((g << 32) | ((passes * 7) % PER)).to_be_bytes();
+                    if let Some(k) = key_of(&l, l.seek_ge(&probe)) {
+                        assert!(k[..] >= probe[..], "seek_ge({probe:?}) gave {k:?}");
+                    }
+                    if let Some(k) = key_of(&l, l.seek_lt(&probe)) {
+                        assert!(k[..] < probe[..], "seek_lt({probe:?}) gave {k:?}");
+                    }
+                    passes += 1;
+                }
+            })
+        };
+        let writers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let l = l.clone();
+                std::thread::spawn(move || {
+                    let mut added = 0u64;
+                    // Runs of 50 keys: ascending, descending, or scattered; every key
+                    // is also inserted by one other thread (the duplicate race).
+                    for run in 0..(PER / 50) {
+                        let mut s = Splice::default();
+                        for j in 0..50u64 {
+                            let i = run * 50 + j;
+                            let k = match run % 3 {
+                                0 => i,
+                                1 => run * 50 + 49 - j,
+                                _ => (i * 7919) % PER,
+                            };
+                            // Key space shared by threads t and t ^ 1.
+                            let key = ((t / 2) << 32 | k).to_be_bytes();
+                            if l.insert(&mut s, &key, &key) > 0 {
+                                added += 1;
+                            }
+                        }
+                    }
+                    added
+                })
+            })
+            .collect();
+        let added: u64 = writers.into_iter().map(|w| w.join().unwrap()).sum();
+        done.store(true, AO::Release);
+        reader.join().unwrap();
+        let keys = collect(&l);
+        let distinct: BTreeSet<u64> = (0..THREADS / 2)
+            .flat_map(|g| {
+                (0..PER / 50).flat_map(move |run| {
+                    (0..50u64).map(move |j| {
+                        let i = run * 50 + j;
+                        let k = match run % 3 {
+                            0 => i,
+                            1 => run * 50 + 49 - j,
+                            _ => (i * 7919) % PER,
+                        };
+                        g << 32 | k
+                    })
+                })
+            })
+            .collect();
+        assert_eq!(
+            added as usize,
+            distinct.len(),
+            "each distinct key added once"
+        );
+        let want: Vec<Vec<u8>> = distinct.iter().map(|k| k.to_be_bytes().to_vec()).collect();
+        assert_eq!(keys, want);
+        for k in &want {
+            let n = l.seek_ge(k);
+            assert_eq!(l.get(n).value(), &k[..]);
+        }
+    }
+
+    #[test]
+    fn seeks_racing_an_insert_into_their_gap_land_on_the_right_side() {
+        // The list holds 4i; a writer inserts 4i + 1 in order while a reader seeks 4i + 2
+        // just ahead of it: a seek that re-read the link after its search would return the
+        // new 4i + 1, which is less than the probe (the kill -9 test's torn snapshot read).
+        const N: u64 = 200_000;
+        let l = Arc::new(SkipList::new(bytes_cmp));
+        let mut s = Splice::default();
+        for i in 0..N {
+            l.insert(&mut s, &(4 * i).to_be_bytes(), b"");
+        }
+        let progress = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let writer = {
+            let (l, progress) = (l.clone(), progress.clone());
+            std::thread::spawn(move || {
+                let mut s = Splice::default();
+                for i in 0..N {
+                    progress.store(i, AO::Relaxed);
+                    l.insert(&mut s, &(4 * i + 1).to_be_bytes(), b"");
+                }
+                progress.store(N, AO::Relaxed);
+            })
+        };
+        loop {
+            let i = progress.load(AO::Relaxed);
+            if i >= N {
+                break;
+            }
+            for j in i..(i + 4).min(N) {
+                let probe = (4 * j + 2).to_be_bytes();
+                let got = key_of(&l, l.seek_ge(&probe)).expect("4(j+1) or beyond");
+                assert!(got[..] >= probe[..], "seek_ge({probe:?}) gave {got:?}");
+            }
+        }
+        writer.join().unwrap();
+    }
+
+    #[test]
+    fn large_nodes_get_their_own_chunk() {
+        let l = SkipList::new(bytes_cmp);
+        let big = vec![7u8; CHUNK_BYTES];
+        let mut s = Splice::default();
+        assert!(l.insert(&mut s, b"b", &big) >= CHUNK_BYTES);
+        assert!(l.insert(&mut s, b"a", b"small") > 0);
+        assert_eq!(l.get(l.seek_ge(b"b")).value(), &big[..]);
+        assert_eq!(collect(&l), vec![b"a".to_vec(), b"b".to_vec()]);
+    }
+
+    #[test]
+    fn heights_follow_a_quarter_branching() {
+        let mut counts = [0u32; MAX_HEIGHT + 1];
+        for _ in 0..100_000 {
+            counts[random_height()] += 1;
+        }
+        assert_eq!(counts[0], 0);
+        // About 75% at height 1 and 18.75% at 2 (loose bounds: a behaviour check).
+        assert!((70_000..80_000).contains(&counts[1]), "{counts:?}");
+        assert!((15_000..23_000).contains(&counts[2]), "{counts:?}");
+    }
+}
