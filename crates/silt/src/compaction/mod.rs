@@ -15,8 +15,9 @@
 //! 3. **Inputs.** Level 0: every level-0 table (so level 0 stays newer than the levels
 //!    below: version invariant 1) plus the overlapping base-level tables. Level k: the next
 //!    table after the level's compaction pointer (round robin over the key space) plus the
-//!    overlapping tables of level k+1. A single input with nothing to merge moves down by a
-//!    manifest edit alone (trivial move).
+//!    overlapping tables of level k+1. Inputs with nothing below to merge with and disjoint
+//!    key ranges (one table, or a sequential load's level-0 tables) move down by a manifest
+//!    edit alone (trivial move).
 //! 4. **Merge.** Entries are grouped by user key, newest first. Per key, of the entries
 //!    visible to the same set of snapshots (a *stripe*), only the newest is kept. A
 //!    single delete meets the put right below it in the same stripe: both vanish. At the
@@ -76,8 +77,17 @@ impl Job {
             .collect()
     }
 
-    /// A single input with nothing below it to merge with: moved down by a manifest edit.
+    /// Inputs with nothing below them to merge with and no key in two of them (a
+    /// sequential load's level-0 tables): moved down by a manifest edit, not rewritten.
     pub(crate) fn is_trivial_move(&self) -> bool {
-        self.inputs.len() == 1 && self.lower.is_empty()
+        if !self.lower.is_empty() {
+            return false;
+        }
+        let mut v: Vec<&Arc<TableHandle>> = self.inputs.iter().collect();
+        v.sort_by(|a, b| a.user_smallest().cmp(b.user_smallest()));
+        // Disjoint user-key ranges: together they are a valid sorted run (version
+        // invariant: a level below 0 holds disjoint tables, a key's versions in one table).
+        v.windows(2)
+            .all(|w| w[0].user_largest() < w[1].user_smallest())
     }
 }

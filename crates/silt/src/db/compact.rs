@@ -39,11 +39,13 @@ impl DbInner {
         let mut written = 0u64;
         let mut read = 0u64;
         if job.is_trivial_move() {
-            edits.push(Edit::AddTable {
-                cf: job.cf,
-                level: job.output_level as u8,
-                meta: job.inputs[0].meta.clone(),
-            });
+            for t in &job.inputs {
+                edits.push(Edit::AddTable {
+                    cf: job.cf,
+                    level: job.output_level as u8,
+                    meta: t.meta.clone(),
+                });
+            }
         } else {
             let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
             for t in job.inputs.iter().chain(&job.lower) {
