@@ -170,6 +170,9 @@ impl File for DelayFile {
         self.device.flush(self.extra);
         Ok(())
     }
+    fn release_mapping(&self) {
+        self.inner.release_mapping()
+    }
 }
 
 #[cfg(test)]

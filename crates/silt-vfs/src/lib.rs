@@ -125,4 +125,8 @@ pub trait File: Send + Sync + std::fmt::Debug {
     }
     /// `fdatasync`: makes every write that returned before this call durable.
     fn sync_data(&self) -> io::Result<()>;
+    /// A hint that [`File::write_mapped`] will not be used for a while: drop the mapping it
+    /// made, so the file's pages stop counting in the process's resident memory. Writes
+    /// already made stay in the OS; a later `write_mapped` maps the file again. Default: no-op.
+    fn release_mapping(&self) {}
 }

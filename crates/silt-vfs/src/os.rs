@@ -254,6 +254,11 @@ impl File for OsFile {
         rustix::fs::fdatasync(&self.file)?;
         Ok(())
     }
+
+    fn release_mapping(&self) {
+        // Waits for copies in progress (they hold the read lock).
+        *self.map.write() = None;
+    }
 }
 
 #[cfg(test)]

@@ -254,8 +254,9 @@ impl Segments {
     }
 
     /// Removes (or keeps for recycling) every segment whose whole LSN range lies below
-    /// `lsn`, never `keep_from` or later.
-    pub(crate) fn purge_below(&self, lsn: u64, keep_from: u64) -> Result<usize> {
+    /// `lsn`, never `keep_from` or later. `empty_pool`: keep none for recycling, and delete
+    /// the ones kept before.
+    pub(crate) fn purge_below(&self, lsn: u64, keep_from: u64, empty_pool: bool) -> Result<usize> {
         let mut prep = self.prep.lock();
         let victims: Vec<u64> = self
             .files
@@ -267,7 +268,10 @@ impl Segments {
         for &id in &victims {
             let path = self.path(id);
             self.files.write().remove(&id);
-            if self.prealloc == Preallocate::Recycle && prep.pool.len() < RECYCLE_POOL_MAX {
+            if self.prealloc == Preallocate::Recycle
+                && !empty_pool
+                && prep.pool.len() < RECYCLE_POOL_MAX
+            {
                 prep.pool_serial += 1;
                 let to = self.dir.join(format!("{:020}.recycle", prep.pool_serial));
                 self.fs
@@ -281,7 +285,16 @@ impl Segments {
                     .map_err(|e| Error::io("remove", Some(path.clone()), e))?;
             }
         }
-        if !victims.is_empty() {
+        let mut dropped = 0;
+        if empty_pool {
+            while let Some(p) = prep.pool.pop() {
+                self.fs
+                    .remove(&p)
+                    .map_err(|e| Error::io("remove", Some(p.clone()), e))?;
+                dropped += 1;
+            }
+        }
+        if !victims.is_empty() || dropped > 0 {
             self.fs
                 .sync_dir(&self.dir)
                 .map_err(|e| Error::io("fsync directory", Some(self.dir.clone()), e))?;

@@ -187,13 +187,20 @@ impl Wal {
     /// Deletes (or keeps for recycling) every segment that holds only records below `lsn`:
     /// call it once a checkpoint no longer needs them. The segment being written is kept.
     ///
+    /// When `lsn` reaches the end of the log (nothing appended is still needed: a database
+    /// whose memtables are all flushed), the segments kept for recycling are deleted too: a
+    /// quiet log holds no more disk than its current segment (and the next, if prepared),
+    /// instead of up to two more segments of garbage. The next burst of appends zero-fills
+    /// its first new segments.
+    ///
     /// # Errors
     ///
     /// `Io` if a file could not be removed.
     pub fn purge_up_to(&self, lsn: Lsn) -> Result<usize> {
         // Segments below the filled watermark have no writer in flight.
         let keep_from = self.inner.ring.filled() / self.inner.seg_bytes;
-        self.inner.segments.purge_below(lsn, keep_from)
+        let quiet = lsn >= self.inner.reserved_lsn();
+        self.inner.segments.purge_below(lsn, keep_from, quiet)
     }
 
     /// Stops background threads. Under `Interval` it syncs first, so what was appended is

@@ -105,7 +105,8 @@ fn pool_names_do_not_collide_across_reopens() {
     for session in 3..=5u64 {
         let wal = open();
         append_to(&wal, session * SEG + 2000).unwrap();
-        wal.purge_up_to(wal.reserved_lsn()).unwrap();
+        // One byte short of the end: a purge to the very end empties the pool.
+        wal.purge_up_to(wal.reserved_lsn() - 1).unwrap();
         if session < 5 {
             wal.close().unwrap();
             continue;
@@ -132,7 +133,8 @@ fn a_crash_while_reusing_a_pool_file_leaves_an_openable_log() {
     )
     .unwrap();
     append_to(&wal, SEG + 1000).unwrap();
-    wal.purge_up_to(wal.reserved_lsn()).unwrap();
+    // One byte short of the end: a purge to the very end empties the pool.
+    wal.purge_up_to(wal.reserved_lsn() - 1).unwrap();
     let mut acked = 0;
     while wal.append(&[7u8; 1000]).is_ok() {
         acked += 1;
@@ -176,4 +178,52 @@ fn a_failed_segment_preparation_poisons_the_log_and_says_why() {
     assert!(matches!(wal.append(b"x"), Err(silt_wal::Error::Poisoned)));
     let cause = wal.poison_cause().expect("the cause is kept");
     assert!(cause.contains("preparing log segment"), "{cause}");
+}
+
+fn pool_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "recycle")
+        })
+        .count()
+}
+
+#[test]
+fn a_purge_to_the_end_of_the_log_deletes_the_pool_and_the_log_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || Wal::open(dir.path(), Options::default().segment_bytes(SEG)).unwrap();
+    let wal = open();
+    append_to(&wal, 4 * SEG + 1000).unwrap();
+    // Not the end: purged segments are kept for recycling.
+    wal.purge_up_to(wal.reserved_lsn() - 1).unwrap();
+    assert!(pool_files(dir.path()) > 0, "kept for recycling");
+    append_to(&wal, 5 * SEG + 1000).unwrap();
+    // The end: nothing appended is needed any more; the pool goes too.
+    wal.purge_up_to(wal.reserved_lsn()).unwrap();
+    assert_eq!(
+        pool_files(dir.path()),
+        0,
+        "a quiet log keeps no spare segments"
+    );
+    // Appends go on (new segments zero-filled), and a reopen reads them.
+    let from = wal.reserved_lsn();
+    append_to(&wal, 8 * SEG + 1000).unwrap();
+    let end = wal.reserved_lsn();
+    wal.close().unwrap();
+    let wal = open();
+    let n = wal
+        .read_from(from)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .filter(|r| r.lsn >= from && r.lsn < end)
+        .count();
+    assert!(
+        n > 0 && n as u64 * 1000 >= end - from - SEG,
+        "{n} records after the purge"
+    );
 }

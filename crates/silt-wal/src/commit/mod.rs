@@ -333,12 +333,21 @@ impl Inner {
     /// to prepare segment `k + 1`: half a segment of lead time, and no preallocation work
     /// competing with commits right after open (zero-filling 64 MiB on open measurably
     /// slowed a lone durable writer during its first second).
+    ///
+    /// It also drops the mapping of segment `k - 1`, which writers left half a segment ago:
+    /// a mapped segment's written pages count in the process's resident memory until the
+    /// segment is purged, which is up to three memtables of log (192 MiB at the defaults).
+    /// A straggler still copying into it is waited for, and a later write would map it
+    /// again (`File::release_mapping`), so this is a hint, never a hazard.
     pub(crate) fn prepare_next_if_due(&self, start: u64) {
         let s = self.seg_bytes;
         let next = start / s + 1;
         if start % s >= s / 2 && self.prepared_up_to.load(SeqCst) < next {
             self.prepared_up_to.fetch_max(next, SeqCst);
             self.segments.prepare_ahead(next);
+            if let Some(old) = next.checked_sub(2).and_then(|k| self.segments.existing(k)) {
+                old.release_mapping();
+            }
         }
     }
 
