@@ -82,7 +82,6 @@ pub fn make_internal(user_key: &[u8], seqno: Seqno, kind: Kind) -> Vec<u8> {
 
 /// The internal key that sorts first among the entries of `user_key` visible at `snapshot`
 /// (those with `seqno < snapshot`). `snapshot` must be at least 1.
-#[cfg(any(test, feature = "fuzzing", feature = "testing"))]
 pub fn seek_key(user_key: &[u8], snapshot: Seqno) -> Vec<u8> {
     let mut k = Vec::with_capacity(user_key.len() + TRAILER_BYTES);
     k.extend_from_slice(user_key);

@@ -86,47 +86,73 @@ fn next_distinct(group: &[(Vec<u8>, Vec<u8>)], i: usize, seqno: Seqno) -> usize 
 }
 
 /// Merges `m` (positioned on its first entry) into output tables of about `target_bytes`,
-/// cut only between user keys; `open_output` creates each output table. Returns the
+/// cut only between user keys; `open_output` creates each output table. `fences` are the
+/// user-key ranges `[lo, hi]` (sorted, disjoint) of tables of the output level that stay
+/// where they are, inside the merge's range but holding none of its keys: an output table
+/// is cut before it would span one, so the output level stays disjoint. Returns the
 /// finished tables in key order.
 pub(crate) fn merge(
     m: &mut dyn InternalIterator,
     snapshots: &[Seqno],
     bottommost: bool,
     target_bytes: u64,
+    fences: &[(Vec<u8>, Vec<u8>)],
     open_output: &mut dyn FnMut() -> Result<TableBuilder>,
 ) -> Result<Vec<TableMeta>> {
     let mut outputs = Vec::new();
     let mut builder: Option<TableBuilder> = None;
+    // The entries of the current user key; buffers are reused across keys (`len` in use),
+    // so a merge allocates per distinct key size, not per entry.
     let mut group: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut len = 0usize;
+    let mut fence = 0usize;
     loop {
-        let same = m.valid()
-            && group
-                .first()
-                .is_some_and(|(k, _)| key::user_key(k) == key::user_key(m.key()));
-        if !same && !group.is_empty() {
+        let same = m.valid() && len > 0 && key::user_key(&group[0].0) == key::user_key(m.key());
+        if !same && len > 0 {
+            let user = key::user_key(&group[0].0);
+            // Fences wholly before this key: one lies between the current output's keys
+            // and this one if the output has begun, so the output ends here.
+            let mut crossed = false;
+            while fence < fences.len() && fences[fence].1.as_slice() < user {
+                crossed = true;
+                fence += 1;
+            }
+            debug_assert!(
+                fence >= fences.len() || fences[fence].0.as_slice() > user,
+                "a fence holds a key of the merge"
+            );
             // Cut only here, between user keys: a key's versions never span two tables.
-            if builder
+            let full = builder
                 .as_ref()
-                .is_some_and(|b| b.estimated_size_bytes() >= target_bytes)
-            {
+                .is_some_and(|b| b.estimated_size_bytes() >= target_bytes);
+            if full || crossed {
                 if let Some(b) = builder.take() {
                     outputs.push(b.finish()?);
                     crate::kill_point::hit("compaction: an output table written, more to come");
                 }
             }
-            for i in keep_versions(&group, snapshots, bottommost) {
+            for i in keep_versions(&group[..len], snapshots, bottommost) {
                 let b = match &mut builder {
                     Some(b) => b,
                     None => builder.insert(open_output()?),
                 };
                 b.add(&group[i].0, &group[i].1)?;
             }
-            group.clear();
+            len = 0;
         }
         if !m.valid() {
             break;
         }
-        group.push((m.key().to_vec(), m.value().to_vec()));
+        if len < group.len() {
+            let (k, v) = &mut group[len];
+            k.clear();
+            k.extend_from_slice(m.key());
+            v.clear();
+            v.extend_from_slice(m.value());
+        } else {
+            group.push((m.key().to_vec(), m.value().to_vec()));
+        }
+        len += 1;
         m.next();
     }
     if let Some(e) = m.take_error() {
@@ -136,77 +162,4 @@ pub(crate) fn merge(
         outputs.push(b.finish()?);
     }
     Ok(outputs)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::key::make_internal;
-
-    fn g(entries: &[(u64, Kind)]) -> Vec<(Vec<u8>, Vec<u8>)> {
-        entries
-            .iter()
-            .map(|(s, k)| (make_internal(b"k", *s, *k), vec![]))
-            .collect()
-    }
-
-    #[test]
-    fn newest_wins_without_snapshots() {
-        let grp = g(&[(9, Kind::Put), (5, Kind::Put), (3, Kind::Delete)]);
-        assert_eq!(keep_versions(&grp, &[], false), vec![0]);
-    }
-
-    #[test]
-    fn snapshots_keep_what_they_see() {
-        let grp = g(&[(9, Kind::Put), (5, Kind::Put), (3, Kind::Put)]);
-        // A snapshot at 6 sees seqno 5; one at 4 sees seqno 3.
-        assert_eq!(keep_versions(&grp, &[4, 6], false), vec![0, 1, 2]);
-        assert_eq!(keep_versions(&grp, &[6], false), vec![0, 1]);
-    }
-
-    #[test]
-    fn tombstones_drop_only_at_the_bottom_and_unseen() {
-        let grp = g(&[(9, Kind::Delete), (5, Kind::Put)]);
-        assert_eq!(keep_versions(&grp, &[], false), vec![0]);
-        assert_eq!(keep_versions(&grp, &[], true), Vec::<usize>::new());
-        // A snapshot at 6 still sees the put under the tombstone; newer readers must not.
-        assert_eq!(keep_versions(&grp, &[6], true), vec![0, 1]);
-    }
-
-    #[test]
-    fn single_delete_cancels_its_put() {
-        let grp = g(&[(9, Kind::SingleDelete), (5, Kind::Put), (2, Kind::Put)]);
-        // Below the cancelled pair the older put is visible again: putting twice before a
-        // single delete is undefined, as in RocksDB.
-        assert_eq!(keep_versions(&grp, &[], false), vec![2]);
-        // An older tombstone below the pair keeps the key deleted.
-        let grp = g(&[(9, Kind::SingleDelete), (5, Kind::Put), (3, Kind::Delete)]);
-        assert_eq!(keep_versions(&grp, &[], false), vec![2]);
-        assert_eq!(keep_versions(&grp, &[], true), Vec::<usize>::new());
-        // Separated by a snapshot: both stay.
-        assert_eq!(keep_versions(&grp, &[7], false), vec![0, 1]);
-        // Put, single delete, put, single delete: the first pair never met; the older
-        // single delete must survive under the newer put.
-        let grp = g(&[(9, Kind::Put), (5, Kind::SingleDelete)]);
-        assert_eq!(keep_versions(&grp, &[], false), vec![0, 1]);
-        assert_eq!(keep_versions(&grp, &[], true), vec![0]);
-        let grp = g(&[(9, Kind::Put), (5, Kind::SingleDelete), (3, Kind::Put)]);
-        assert_eq!(keep_versions(&grp, &[], false), vec![0]);
-        // The same with a snapshot between the first put and its single delete: the pair
-        // is in different stripes, so even at the bottom the single delete must stay to
-        // hide the old put once the snapshot is gone and the newer pair has cancelled.
-        let grp = g(&[(9, Kind::Put), (5, Kind::SingleDelete), (3, Kind::Put)]);
-        assert_eq!(keep_versions(&grp, &[4], true), vec![0, 1, 2]);
-        let later = g(&[
-            (11, Kind::SingleDelete),
-            (9, Kind::Put),
-            (5, Kind::SingleDelete),
-            (3, Kind::Put),
-        ]);
-        assert_eq!(keep_versions(&later, &[4], true), vec![2, 3]);
-        assert_eq!(keep_versions(&later, &[], true), Vec::<usize>::new());
-        let lone = g(&[(9, Kind::SingleDelete)]);
-        assert_eq!(keep_versions(&lone, &[], false), vec![0]);
-        assert_eq!(keep_versions(&lone, &[], true), Vec::<usize>::new());
-    }
 }

@@ -48,6 +48,10 @@ mod picker;
 pub(crate) use merge::merge;
 pub(crate) use picker::{key_range, manual_job, pick, Manual, Pointers, Shape};
 
+/// User-key ranges `[lo, hi]` of output-level tables a merge must not span (sorted,
+/// disjoint): see [`merge`].
+pub(crate) type Fences = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// The last level, where the data should live.
 pub(crate) const LAST: usize = LEVELS - 1;
 

@@ -47,8 +47,16 @@ impl DbInner {
                 });
             }
         } else {
+            let (lower, fences) = self.lower_with_keys(job)?;
+            // Tables the job picked but does not merge stay, with their removal undone.
+            edits.retain(|e| match e {
+                Edit::RemoveTable { level, id, .. } if *level as usize == job.output_level => {
+                    lower.iter().any(|t| t.meta.id == *id)
+                }
+                _ => true,
+            });
             let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-            for t in job.inputs.iter().chain(&job.lower) {
+            for t in job.inputs.iter().chain(&lower) {
                 read += t.meta.size_bytes;
                 children.push(Box::new(TableIter::new_with(&t.table()?, false)));
             }
@@ -60,6 +68,7 @@ impl DbInner {
                 &snapshots,
                 job.bottommost,
                 self.opts.table_target_bytes,
+                &fences,
                 &mut || self.new_output(&mut new),
             )?;
             if !outputs.is_empty() {
@@ -99,6 +108,52 @@ impl DbInner {
             .compaction_write_bytes
             .fetch_add(written, SeqCst);
         Ok(())
+    }
+
+    /// Splits `job.lower` (the output level's tables in the inputs' key range) into those
+    /// that hold keys among the inputs' keys, which are merged, and the rest, which stay
+    /// where they are as fences the outputs are cut around (their user-key ranges, sorted).
+    ///
+    /// Why: the range is a hull. Two writers loading their own key ranges sequentially
+    /// flush level-0 tables that each span both ranges, so the hull covers all the data
+    /// loaded so far between them, and merging it all rewrote that data on every level-0
+    /// compaction. A table holds a key of an input iff seeking the input to the table's
+    /// smallest key lands at or before its largest: one index search per pair.
+    fn lower_with_keys(
+        &self,
+        job: &Job,
+    ) -> Result<(Vec<Arc<crate::version::TableHandle>>, compaction::Fences)> {
+        let mut lower = Vec::new();
+        let mut fences = Vec::new();
+        if job.lower.is_empty() {
+            return Ok((lower, fences));
+        }
+        let mut inputs = Vec::new();
+        for t in &job.inputs {
+            inputs.push(TableIter::new_with(&t.table()?, false));
+        }
+        for t in &job.lower {
+            let (lo, hi) = (t.user_smallest(), t.user_largest());
+            let target = key::seek_key(lo, Seqno::MAX);
+            let mut hit = false;
+            for it in inputs.iter_mut() {
+                it.seek(&target);
+                if let Some(e) = it.take_error() {
+                    return Err(e);
+                }
+                if it.valid() && key::user_key(it.key()) <= hi {
+                    hit = true;
+                    break;
+                }
+            }
+            if hit {
+                lower.push(t.clone());
+            } else {
+                fences.push((lo.to_vec(), hi.to_vec()));
+            }
+        }
+        fences.sort();
+        Ok((lower, fences))
     }
 
     /// Manual compaction of `bounds` down to the last level (`Db::compact_range`).
