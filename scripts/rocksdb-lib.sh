@@ -17,7 +17,10 @@
 # $XDG_CACHE_HOME/silt, else ~/.cache/silt. SILT_ROCKSDB_CACHE=0 turns it off.
 #
 # Release builds (the benchmarks) never use it: they compile RocksDB optimized, as its own
-# build does, so a peer's number is its real number.
+# build does, so a peer's number is its real number. Do not build the benchmark in a shell
+# where ROCKSDB_LIB_DIR still points here: it would link this -O0 library and every RocksDB
+# figure would be several times too slow (docs/bench.md, "Which librocksdb.a a release
+# build links").
 
 # The newest librocksdb.a that a dev build of librocksdb-sys $1 left in the target directory
 # (its build script's output names the crate's source directory, which carries the version).
