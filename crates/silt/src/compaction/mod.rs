@@ -17,13 +17,17 @@
 //!    table after the level's compaction pointer (round robin over the key space) plus the
 //!    overlapping tables of level k+1. Inputs with nothing below to merge with and disjoint
 //!    key ranges (one table, or a sequential load's level-0 tables) move down by a manifest
-//!    edit alone (trivial move).
+//!    edit alone (trivial move). Of the lower tables in the inputs' range, only those
+//!    holding a key of the inputs are merged (the driver checks with one index seek per
+//!    pair); the others stay where they are, as fences (see step 4). Why: the range is a
+//!    hull, and two sequential writers' level-0 tables span everything loaded between them.
 //! 4. **Merge.** Entries are grouped by user key, newest first. Per key, of the entries
 //!    visible to the same set of snapshots (a *stripe*), only the newest is kept. A
 //!    single delete meets the put right below it in the same stripe: both vanish. At the
 //!    bottom (no older data of the range below the output level), tombstones that every
 //!    snapshot sees are dropped. Output tables are cut at `table_target_bytes`, only
-//!    between user keys (a key's versions never span two tables of a level).
+//!    between user keys (a key's versions never span two tables of a level), and before a
+//!    fence, so no output spans a table that stayed.
 //! 5. **Install.** New tables are synced, the directory synced, then one manifest edit
 //!    removes the inputs and adds the outputs; input files go when no reader needs them.
 //!

@@ -20,6 +20,8 @@ impl DbInner {
 
     /// Runs one job and installs its result.
     fn run_compaction(&self, job: &Job) -> Result<()> {
+        // The lower tables merged; the others of the job's range stay, as fences.
+        let (lower, fences) = self.lower_with_keys(job)?;
         let mut edits = Vec::new();
         for t in job.inputs.iter() {
             edits.push(Edit::RemoveTable {
@@ -28,7 +30,7 @@ impl DbInner {
                 id: t.meta.id,
             });
         }
-        for t in &job.lower {
+        for t in &lower {
             edits.push(Edit::RemoveTable {
                 cf: job.cf,
                 level: job.output_level as u8,
@@ -47,14 +49,6 @@ impl DbInner {
                 });
             }
         } else {
-            let (lower, fences) = self.lower_with_keys(job)?;
-            // Tables the job picked but does not merge stay, with their removal undone.
-            edits.retain(|e| match e {
-                Edit::RemoveTable { level, id, .. } if *level as usize == job.output_level => {
-                    lower.iter().any(|t| t.meta.id == *id)
-                }
-                _ => true,
-            });
             let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
             for t in job.inputs.iter().chain(&lower) {
                 read += t.meta.size_bytes;

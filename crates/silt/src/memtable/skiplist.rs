@@ -268,8 +268,9 @@ impl SkipList {
     /// Fills `s` for `key` from the head, at every level below the list's height.
     fn find_splice(&self, key: &[u8], s: &mut Splice) {
         let mut x = self.head;
+        let height = self.height.load(AO::Relaxed);
         for level in (0..MAX_HEIGHT).rev() {
-            if level >= self.height.load(AO::Relaxed) {
+            if level >= height {
                 s.prev[level] = self.head;
                 s.next[level] = ptr::null();
                 continue;
@@ -378,38 +379,41 @@ impl SkipList {
         bytes
     }
 
+    /// One descent from the head: the last node whose key is `< key` (the head if none) and
+    /// the first whose key is `>= key` (null if none), both from the level-0 search, so a
+    /// concurrent insert into that gap cannot put a smaller key in the second.
+    fn descend(&self, key: &[u8]) -> (*const Node, *const Node) {
+        let mut x = self.head;
+        let mut ge = ptr::null();
+        for level in (0..self.height.load(AO::Relaxed)).rev() {
+            (x, ge) = self.find_level(key, x, level);
+        }
+        (x, ge)
+    }
+
     /// The first node whose key is `>= key`, or null.
     pub(crate) fn seek_ge(&self, key: &[u8]) -> *const Node {
-        let mut x = self.head;
-        let mut found = ptr::null();
-        for level in (0..self.height.load(AO::Relaxed)).rev() {
-            // The successor found at level 0 (not a second load of the link, which a
-            // concurrent insert may have pointed at a smaller key meanwhile).
-            (x, found) = self.find_level(key, x, level);
-        }
-        found
+        self.descend(key).1
     }
 
     /// The last node whose key is `< key`, or null.
     pub(crate) fn seek_lt(&self, key: &[u8]) -> *const Node {
-        let mut x = self.head;
-        for level in (0..self.height.load(AO::Relaxed)).rev() {
-            x = self.find_level(key, x, level).0;
-        }
-        if x == self.head {
-            ptr::null()
-        } else {
-            x
+        match self.descend(key).0 {
+            x if x == self.head => ptr::null(),
+            x => x,
         }
     }
 
     /// The last node whose key is `<= key`, or null.
     pub(crate) fn seek_le(&self, key: &[u8]) -> *const Node {
-        let n = self.seek_ge(key);
-        if !n.is_null() && (self.cmp)(self.node(n).key(), key) == Ordering::Equal {
-            return n;
+        let (lt, ge) = self.descend(key);
+        if !ge.is_null() && (self.cmp)(self.node(ge).key(), key) == Ordering::Equal {
+            ge
+        } else if lt == self.head {
+            ptr::null()
+        } else {
+            lt
         }
-        self.seek_lt(key)
     }
 
     /// The first node, or null.
