@@ -33,6 +33,24 @@ pub fn decode_bytes(data: &[u8]) {
     }
 }
 
+/// Bytes one `recover_damaged` run appends at most: five 64 KiB segments.
+const APPEND_CAP: usize = 5 * (64 << 10);
+
+/// `len` bytes of `src` repeated, copied slice by slice (a byte loop would dominate an
+/// instrumented fuzz run).
+fn repeat_to(src: &[u8], len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len);
+    if src.is_empty() {
+        out.resize(len, 0);
+        return out;
+    }
+    while out.len() < len {
+        let take = (len - out.len()).min(src.len());
+        out.extend_from_slice(&src[..take]);
+    }
+    out
+}
+
 /// Builds a log from `data` (payload sizes and bytes), damages its files as `data` says,
 /// reopens it, and checks the oracle: opening either fails with a typed error, or returns
 /// a prefix of what was appended, byte for byte. Must never panic otherwise.
@@ -45,12 +63,19 @@ pub fn recover_damaged(data: &[u8]) {
         .fs(fs.clone());
     let (script, damage) = data.split_at(data.len() / 2);
     let mut appended = Vec::new();
+    let mut total = 0usize;
     {
         let wal = Wal::open(dir, opts.clone()).expect("open a new log");
         let mut rest = script;
         while let Some((&n, tail)) = rest.split_first() {
             let len = (n as usize * 97) % 3000;
-            let payload: Vec<u8> = tail.iter().cycle().take(len).copied().collect();
+            // At most ~5 segments per run: enough for damage that spans segment boundaries,
+            // cheap enough for 10M runs (an uncapped script appended ~3 MB per run).
+            total += len;
+            if total > APPEND_CAP {
+                break;
+            }
+            let payload = repeat_to(tail, len);
             rest = tail.get(1..).unwrap_or(&[]);
             if n % 7 == 0 {
                 wal.sync().expect("sync");
