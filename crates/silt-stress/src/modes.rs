@@ -30,6 +30,8 @@ pub fn options(b: DbBuilder, sync: SyncMode) -> DbBuilder {
         .l0_compaction_trigger(2)
         .block_size_bytes(1024)
         .wal_segment_bytes(256 << 10)
+        // About half the values go to blob files (`docs/format/vlog.md`).
+        .blob_threshold_bytes(Some(64))
 }
 
 /// A sync mode by name: `none`, `interval`, `full`.

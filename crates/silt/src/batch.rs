@@ -190,7 +190,9 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Vec<BatchEntry<'_>>, BadBatch> {
     let mut out = Vec::with_capacity((count as usize).min(p.len() / 9));
     for _ in 0..count {
         let kind = take(&mut p, 1)?[0];
-        let kind = Kind::from_u8(kind).ok_or(BadBatch("unknown entry kind"))?;
+        let kind = Kind::from_u8(kind)
+            .filter(|k| *k != Kind::Blob) // pointers exist only in tables
+            .ok_or(BadBatch("unknown entry kind"))?;
         let cf = take_u32(&mut p)?;
         let klen = take_u32(&mut p)? as usize;
         let key = take(&mut p, klen)?;

@@ -482,6 +482,7 @@ fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
         largest: key::make_internal(hi.as_bytes(), seqno + 9, Kind::Delete),
         smallest_seqno: seqno,
         largest_seqno: seqno + 9,
+        blobs: Vec::new(),
     };
     let add = |cf: u32, level: u8, meta| Edit::AddTable { cf, level, meta };
     let users = || Edit::CreateCf {
@@ -526,6 +527,33 @@ fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
     let log = read(&fs, FIRST_MANIFEST);
     out.push(("log_torn_tail".into(), log[..log.len() - 5].to_vec()));
     out.push(("log_five_records".into(), log));
+    // A flush that separated values: a blob file and the table pointing into it, then a
+    // compaction that drops the table (and with it the blob file).
+    {
+        let (fs, mut m) = create();
+        let blob = crate::table_meta::BlobMeta {
+            id: 10,
+            size_bytes: 9000,
+            records: 3,
+            value_bytes: 8800,
+        };
+        let with_blob = crate::table_meta::TableMeta {
+            blobs: vec![crate::table_meta::BlobRef {
+                id: 10,
+                bytes: 5000,
+            }],
+            ..table(10, "a", "z", 30)
+        };
+        m.log_and_apply(vec![Edit::AddBlob(blob), add(0, 0, with_blob)])
+            .expect("log a flush with a blob file");
+        m.log_and_apply(vec![Edit::RemoveTable {
+            cf: 0,
+            level: 0,
+            id: 10,
+        }])
+        .expect("log its removal");
+        out.push(("log_with_blob_files".into(), read(&fs, FIRST_MANIFEST)));
+    }
     // Payloads alone (the third reading of `manifest`), each logged on a new database, the
     // state that reading appends to; the later records need the earlier ones' edits.
     for (i, n) in [1, 2, 3, 4].into_iter().enumerate() {

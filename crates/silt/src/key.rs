@@ -42,6 +42,9 @@ pub enum Kind {
     /// A tombstone that cancels exactly one older `Put` in compaction (seed 002's single
     /// delete); both disappear when they meet.
     SingleDelete = 2,
+    /// A value stored in a blob file; the entry's value is a pointer to it
+    /// (`docs/format/vlog.md`). Only in tables, never in the log or the memtable.
+    Blob = 3,
 }
 
 /// The kind used in seek keys: sorts before every real kind of the same seqno.
@@ -54,13 +57,19 @@ impl Kind {
             0 => Some(Kind::Delete),
             1 => Some(Kind::Put),
             2 => Some(Kind::SingleDelete),
+            3 => Some(Kind::Blob),
             _ => None,
         }
     }
 
     /// Whether the entry hides older values of its key.
     pub fn is_tombstone(self) -> bool {
-        !matches!(self, Kind::Put)
+        matches!(self, Kind::Delete | Kind::SingleDelete)
+    }
+
+    /// Whether the entry gives its key a value (inline or in a blob file).
+    pub fn is_value(self) -> bool {
+        matches!(self, Kind::Put | Kind::Blob)
     }
 }
 

@@ -43,6 +43,7 @@ mod read;
 mod sstable;
 mod table_meta;
 mod version;
+mod vlog;
 
 /// The README's code blocks, compiled and run by `cargo test`.
 #[cfg(doctest)]

@@ -45,6 +45,9 @@ pub struct DbBuilder {
     pub(crate) wal_segment_bytes: u64,
     pub(crate) create_if_missing: bool,
     pub(crate) paranoid_checks: bool,
+    pub(crate) blob_threshold_bytes: Option<usize>,
+    pub(crate) cf_blob_threshold_bytes: std::collections::BTreeMap<String, Option<usize>>,
+    pub(crate) blob_gc_garbage_ratio: f64,
     pub(crate) fs: Option<Arc<dyn FileSystem>>,
 }
 
@@ -69,8 +72,51 @@ impl DbBuilder {
             wal_segment_bytes: 64 << 20,
             create_if_missing: true,
             paranoid_checks: true,
+            blob_threshold_bytes: Some(1024),
+            cf_blob_threshold_bytes: std::collections::BTreeMap::new(),
+            blob_gc_garbage_ratio: 0.5,
             fs: None,
         }
+    }
+
+    /// Key-value separation: a value of at least this many bytes is moved, when its
+    /// memtable is flushed, to a blob file beside the table, which keeps a 20-byte pointer
+    /// (`docs/format/vlog.md`), so compaction moves pointers instead of large values.
+    /// `None` keeps every value in the tables. Default `Some(1024)` (1 KiB), as TidesDB's
+    /// vlog; for every column family without its own setting
+    /// ([`DbBuilder::cf_blob_threshold_bytes`]). Not stored: pass it at every open (values
+    /// already separated stay where they are).
+    pub fn blob_threshold_bytes(mut self, bytes: Option<usize>) -> Self {
+        self.blob_threshold_bytes = bytes;
+        self
+    }
+
+    /// [`DbBuilder::blob_threshold_bytes`] for the column family named `cf` only.
+    pub fn cf_blob_threshold_bytes(mut self, cf: &str, bytes: Option<usize>) -> Self {
+        self.cf_blob_threshold_bytes.insert(cf.to_string(), bytes);
+        self
+    }
+
+    /// A blob file whose share of values no table points at any more (overwritten or
+    /// deleted) reaches this ratio is collected: compactions copy its live values to new
+    /// blob files, and when nothing else needs compacting the tables pointing into it are
+    /// compacted for that alone. Bounds a blob file's space amplification to
+    /// `1 / (1 - ratio)`. Default 0.5 (2×); clamped to 0.05..=1.0 (1.0: never collect).
+    pub fn blob_gc_garbage_ratio(mut self, ratio: f64) -> Self {
+        self.blob_gc_garbage_ratio = if ratio.is_nan() {
+            0.5
+        } else {
+            ratio.clamp(0.05, 1.0)
+        };
+        self
+    }
+
+    /// The blob threshold of the column family named `cf`.
+    pub(crate) fn blob_threshold_for(&self, cf: &str) -> Option<usize> {
+        self.cf_blob_threshold_bytes
+            .get(cf)
+            .copied()
+            .unwrap_or(self.blob_threshold_bytes)
     }
 
     /// When a write is acknowledged. Default [`SyncMode::None`]: in the OS on return (a

@@ -77,6 +77,7 @@ fn open_db(dir: &Path, mode: &str) -> silt::Result<Db> {
         .block_size_bytes(1024)
         .block_cache_bytes(1 << 20)
         .wal_segment_bytes(64 << 10) // the smallest: many segment switches and recyclings
+        .blob_threshold_bytes(Some(256)) // about half the values in blob files
         .open()
 }
 

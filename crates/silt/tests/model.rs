@@ -48,6 +48,9 @@ fn open(fs: &Arc<SimFs>, sync: SyncMode, compression: Compression) -> Db {
         .l0_compaction_trigger(2)
         .block_size_bytes(512)
         .wal_segment_bytes(1 << 20)
+        // Values of 24 bytes and more go to blob files: about half the small values and
+        // every large one, so tables mix inline values and pointers.
+        .blob_threshold_bytes(Some(24))
         .open()
         .expect("open")
 }

@@ -46,9 +46,12 @@ pub(crate) struct FillRing {
 /// pages, faulted in only where records land, instead of 512 KiB written at every open.
 #[cfg(not(loom))]
 fn zeroed_slots() -> Box<[AtomicU64]> {
-    // SAFETY: `AtomicU64` has the size, alignment and bit validity of `u64`; all-zero bytes
-    // are `AtomicU64::new(0)`.
-    unsafe { Box::<[AtomicU64]>::new_zeroed_slice(SLOTS).assume_init() }
+    // `vec![0; n]` allocates zeroed memory (calloc) rather than writing zeros.
+    let zeros: Box<[u64]> = vec![0u64; SLOTS].into_boxed_slice();
+    // SAFETY: `AtomicU64` has the size, alignment and bit validity of `u64` (documented), so
+    // a boxed `[u64]` is a valid boxed `[AtomicU64]` of the same length, from the same
+    // allocation and layout; zero is `AtomicU64::new(0)`.
+    unsafe { Box::from_raw(Box::into_raw(zeros) as *mut [AtomicU64]) }
 }
 
 #[cfg(loom)]

@@ -6,8 +6,7 @@
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, Kind, Seqno};
-use crate::sstable::TableBuilder;
-use crate::table_meta::TableMeta;
+use crate::vlog::{Finished, Output};
 
 /// The stripe of `seqno`: how many snapshots cannot see it.
 fn stripe(snapshots: &[Seqno], seqno: Seqno) -> usize {
@@ -44,7 +43,7 @@ pub(crate) fn keep_versions(
             let next = group.get(j).and_then(|(k, _)| key::parse(k));
             if let Some(q) = next
                 .as_ref()
-                .filter(|q| q.kind == Kind::Put && stripe(snapshots, q.seqno) == s)
+                .filter(|q| q.kind.is_value() && stripe(snapshots, q.seqno) == s)
             {
                 // It meets its put in one stripe: both go. Unless the pair was shadowed,
                 // what lies below it (an older tombstone, say) is not shadowed by anything
@@ -68,7 +67,7 @@ pub(crate) fn keep_versions(
             if !gone {
                 keep.push(i);
             }
-        } else if !shadowed && (p.kind == Kind::Put || !(bottommost && s == 0)) {
+        } else if !shadowed && (p.kind.is_value() || !(bottommost && s == 0)) {
             keep.push(i);
         }
         i += 1;
@@ -85,7 +84,8 @@ fn next_distinct(group: &[(Vec<u8>, Vec<u8>)], i: usize, seqno: Seqno) -> usize 
     j
 }
 
-/// Merges `m` (positioned on its first entry) into output tables of about `target_bytes`,
+/// Merges `m` (positioned on its first entry) into output tables of about `target_bytes`
+/// (values separated into blob files do not count),
 /// cut only between user keys; `open_output` creates each output table. `fences` are the
 /// user-key ranges `[lo, hi]` (sorted, disjoint) of tables of the output level that stay
 /// where they are, inside the merge's range but holding none of its keys: an output table
@@ -97,10 +97,10 @@ pub(crate) fn merge(
     bottommost: bool,
     target_bytes: u64,
     fences: &[(Vec<u8>, Vec<u8>)],
-    open_output: &mut dyn FnMut() -> Result<TableBuilder>,
-) -> Result<Vec<TableMeta>> {
+    open_output: &mut dyn FnMut() -> Result<Output>,
+) -> Result<Vec<Finished>> {
     let mut outputs = Vec::new();
-    let mut builder: Option<TableBuilder> = None;
+    let mut builder: Option<Output> = None;
     // The entries of the current user key; buffers are reused across keys (`len` in use),
     // so a merge allocates per distinct key size, not per entry.
     let mut group: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();

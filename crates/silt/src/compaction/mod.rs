@@ -73,6 +73,9 @@ pub(crate) struct Job {
     pub(crate) lower: Vec<Arc<TableHandle>>,
     /// No table below the output level overlaps the inputs' key range.
     pub(crate) bottommost: bool,
+    /// A blob-collection job: run to relocate the values the inputs point at in this blob
+    /// file (`docs/format/vlog.md`), so never a trivial move.
+    pub(crate) collect_blob: Option<u64>,
 }
 
 impl Job {
@@ -88,7 +91,7 @@ impl Job {
     /// Inputs with nothing below them to merge with and no key in two of them (a
     /// sequential load's level-0 tables): moved down by a manifest edit, not rewritten.
     pub(crate) fn is_trivial_move(&self) -> bool {
-        if !self.lower.is_empty() {
+        if !self.lower.is_empty() || self.collect_blob.is_some() {
             return false;
         }
         let mut v: Vec<&Arc<TableHandle>> = self.inputs.iter().collect();

@@ -18,6 +18,8 @@ pub(crate) struct Shape {
     pub(crate) base_bytes: u64,
     /// Each level's target is this times the one above.
     pub(crate) ratio: u64,
+    /// A blob file with at least this share of garbage is collected (1.0: never).
+    pub(crate) blob_gc_ratio: f64,
 }
 
 /// Per (column family, level), the largest user key of the last table compacted there: the
@@ -79,6 +81,7 @@ fn with_lower(
         bottommost: bottommost(cf, output_level, &lo2, &hi2),
         inputs,
         lower,
+        collect_blob: None,
     })
 }
 
@@ -121,6 +124,61 @@ pub(crate) fn pick(
         }
     }
     best.map(|(_, j)| j)
+        .or_else(|| blob_collection(version, shape, pointers, busy))
+}
+
+/// When no level needs compacting: a job for the blob file with the most garbage at or
+/// above `shape.blob_gc_ratio`. It compacts one table pointing into that file (all of
+/// level 0 for a level-0 table; the table alone, in place, at the last level), and the
+/// outputs relocate the values it still points at (`docs/format/vlog.md`).
+fn blob_collection(
+    version: &Version,
+    shape: Shape,
+    pointers: &Pointers,
+    busy: &HashSet<u64>,
+) -> Option<Job> {
+    if shape.blob_gc_ratio >= 1.0 {
+        return None;
+    }
+    let mut due: Vec<(f64, u64)> = version
+        .blobs
+        .values()
+        .map(|b| (b.garbage_ratio(), b.meta.id))
+        .filter(|(r, _)| *r >= shape.blob_gc_ratio)
+        .collect();
+    due.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (_, blob) in due {
+        for cf in version.cfs.values() {
+            for (level, tables) in cf.levels.iter().enumerate() {
+                let Some(t) = tables.iter().find(|t| {
+                    !busy.contains(&t.meta.id) && t.meta.blobs.iter().any(|r| r.id == blob)
+                }) else {
+                    continue;
+                };
+                let job = if level == LAST {
+                    Some(Job {
+                        cf: cf.id,
+                        level,
+                        output_level: LAST,
+                        inputs: vec![t.clone()],
+                        lower: Vec::new(),
+                        bottommost: true,
+                        collect_blob: None,
+                    })
+                } else if level == 0 {
+                    let (_, base) = targets(cf, shape.base_bytes, shape.ratio);
+                    job_for(cf, 0, base, pointers, busy)
+                } else {
+                    with_lower(cf, level, level + 1, vec![t.clone()], busy)
+                };
+                if let Some(mut job) = job {
+                    job.collect_blob = Some(blob);
+                    return Some(job);
+                }
+            }
+        }
+    }
+    None
 }
 
 fn job_for(

@@ -15,6 +15,7 @@ impl DbInner {
             l0_trigger: self.opts.l0_compaction_trigger,
             base_bytes: self.opts.level_base_bytes,
             ratio: self.opts.level_size_ratio,
+            blob_gc_ratio: self.opts.blob_gc_garbage_ratio,
         }
     }
 
@@ -57,23 +58,31 @@ impl DbInner {
             let mut m = crate::iter::MergingIter::new(children);
             m.seek_to_first();
             let snapshots = self.snapshot_list();
+            let sep = Arc::new(self.compaction_separation(job));
             let outputs = compaction::merge(
                 &mut m,
                 &snapshots,
                 job.bottommost,
                 self.opts.table_target_bytes,
                 &fences,
-                &mut || self.new_output(&mut new),
+                &mut || self.new_output(&mut new, &sep),
             )?;
             if !outputs.is_empty() {
                 self.sync_tables_dir()?;
             }
-            for meta in outputs {
-                written += meta.size_bytes;
+            for out in outputs {
+                written += out.table.size_bytes;
+                if let Some(b) = out.blob {
+                    written += b.size_bytes;
+                    self.counters
+                        .blob_write_bytes
+                        .fetch_add(b.size_bytes, SeqCst);
+                    edits.push(Edit::AddBlob(b));
+                }
                 edits.push(Edit::AddTable {
                     cf: job.cf,
                     level: job.output_level as u8,
-                    meta,
+                    meta: out.table,
                 });
             }
         }
@@ -102,6 +111,29 @@ impl DbInner {
             .compaction_write_bytes
             .fetch_add(written, SeqCst);
         Ok(())
+    }
+
+    /// What a compaction's outputs do with values: separate those of at least the column
+    /// family's blob threshold (values written before separation was on, or under a higher
+    /// threshold), and relocate those in blob files due for collection
+    /// (`docs/format/vlog.md`, "Garbage and its collection").
+    fn compaction_separation(&self, job: &Job) -> Separation {
+        let sv = self.super_version();
+        let relocate = sv
+            .version
+            .blobs
+            .values()
+            .filter(|b| {
+                b.garbage_ratio() >= self.opts.blob_gc_garbage_ratio
+                    && self.opts.blob_gc_garbage_ratio < 1.0
+            })
+            .map(|b| (b.meta.id, b.meta.clone()))
+            .collect();
+        Separation {
+            threshold: self.blob_threshold(job.cf),
+            relocate,
+            files: Some(self.blob_files.clone()),
+        }
     }
 
     /// Splits `job.lower` (the output level's tables in the inputs' key range) into those

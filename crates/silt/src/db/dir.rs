@@ -178,6 +178,10 @@ pub(crate) fn check_tables(
             }
         }
     }
+    for meta in state.blobs.values() {
+        crate::vlog::check_file(fs, tables_dir, meta, footers)?;
+        checked += 1;
+    }
     Ok(checked)
 }
 
@@ -190,8 +194,8 @@ pub(crate) struct Unreferenced {
     pub newer: Vec<PathBuf>,
 }
 
-/// Lists the table files `state` does not name. Names that are not `{id}.sst` are left
-/// alone (not ours to judge).
+/// Lists the table and blob files `state` does not name. Names that are not `{id}.sst` or
+/// `{id}.blob` are left alone (not ours to judge).
 ///
 /// # Errors
 ///
@@ -202,6 +206,7 @@ pub(crate) fn unreferenced_tables(
     state: &ManifestState,
 ) -> Result<Unreferenced> {
     let live: std::collections::BTreeSet<u64> = state.table_ids().collect();
+    let live_blobs: std::collections::BTreeSet<u64> = state.blobs.keys().copied().collect();
     let files = match fs.list(tables_dir) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
@@ -215,12 +220,14 @@ pub(crate) fn unreferenced_tables(
     };
     let mut out = Unreferenced::default();
     for f in files {
-        let Some(id) = f
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".sst"))
-            .and_then(|s| s.parse::<u64>().ok())
-        else {
+        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        // Blob files take their ids from the table-id space, so O1 and O2 sort them too.
+        let (id, live) = match (name.strip_suffix(".sst"), name.strip_suffix(".blob")) {
+            (Some(s), _) => (s.parse::<u64>().ok(), &live),
+            (_, Some(s)) => (s.parse::<u64>().ok(), &live_blobs),
+            _ => (None, &live),
+        };
+        let Some(id) = id else {
             continue;
         };
         if live.contains(&id) {

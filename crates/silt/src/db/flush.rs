@@ -128,14 +128,26 @@ impl DbInner {
             }
             let mut it = mem.iter(cf);
             it.seek_to_first();
-            let (meta, n) = self.write_table(&mut it, &mut new)?;
-            if let Some(m) = meta {
+            let sep = Arc::new(Separation {
+                threshold: self.blob_threshold(cf),
+                relocate: Default::default(),
+                files: Some(self.blob_files.clone()),
+            });
+            let (out, n) = self.write_table(&mut it, &mut new, &sep)?;
+            if let Some(out) = out {
                 debug_assert!(n > 0);
-                bytes += m.size_bytes;
+                bytes += out.table.size_bytes;
+                if let Some(b) = out.blob {
+                    bytes += b.size_bytes;
+                    self.counters
+                        .blob_write_bytes
+                        .fetch_add(b.size_bytes, SeqCst);
+                    edits.push(Edit::AddBlob(b));
+                }
                 edits.push(Edit::AddTable {
                     cf,
                     level: 0,
-                    meta: m,
+                    meta: out.table,
                 });
             }
         }
@@ -149,9 +161,20 @@ impl DbInner {
         edits.push(Edit::LogStart(boundary));
         edits.push(Edit::NextTableId(self.next_table_id.load(SeqCst)));
         let mut st = self.state.lock();
-        // A column family dropped while we wrote: leave its table out (`new` deletes it).
+        // A column family dropped while we wrote: leave its table out (`new` deletes it),
+        // and the blob file born with it.
+        let dropped: Vec<u64> = edits
+            .iter()
+            .filter_map(|e| match e {
+                Edit::AddTable { cf, meta, .. } if !st.manifest.state().cfs.contains_key(cf) => {
+                    Some(meta.id)
+                }
+                _ => None,
+            })
+            .collect();
         edits.retain(|e| match e {
-            Edit::AddTable { cf, .. } => st.manifest.state().cfs.contains_key(cf),
+            Edit::AddTable { meta, .. } => !dropped.contains(&meta.id),
+            Edit::AddBlob(b) => !dropped.contains(&b.id),
             _ => true,
         });
         let recorded: Vec<u64> = edits
@@ -193,10 +216,14 @@ impl DbInner {
         Ok(())
     }
 
-    /// Creates a new table (file and builder), registered in `new` so that it is removed
-    /// if the job fails before recording it. The one place a flush or compaction output is
-    /// opened.
-    pub(crate) fn new_output(&self, new: &mut NewTables<'_>) -> Result<TableBuilder> {
+    /// Creates a new output (table file and builder, and the blob file beside it when it
+    /// separates a value), registered in `new` so that both are removed if the job fails
+    /// before recording them. The one place a flush or compaction output is opened.
+    pub(crate) fn new_output(
+        &self,
+        new: &mut NewTables<'_>,
+        sep: &Arc<Separation>,
+    ) -> Result<Output> {
         let id = self.alloc_table_id()?;
         let path = self.tables_dir.join(table_file_name(id));
         let file = self
@@ -204,7 +231,18 @@ impl DbInner {
             .create(&path)
             .map_err(|e| Error::io("create table", Some(path.clone()), e))?;
         new.ids.push(id);
-        Ok(TableBuilder::new(id, path, file, &self.table_opts))
+        Ok(Output::new(
+            TableBuilder::new(id, path, file, &self.table_opts),
+            sep.clone(),
+        ))
+    }
+
+    /// The blob threshold of column family `cf` (`DbBuilder::blob_threshold_bytes`).
+    pub(crate) fn blob_threshold(&self, cf: u32) -> Option<usize> {
+        match self.cf_names.lock().get(&cf) {
+            Some(name) => self.opts.blob_threshold_for(name),
+            None => self.opts.blob_threshold_bytes,
+        }
     }
 
     /// Whether a failed manifest write leaves its edits not durable for sure: only a write
@@ -220,20 +258,21 @@ impl DbInner {
             .map_err(|e| Error::io("fsync directory", Some(self.tables_dir.clone()), e))
     }
 
-    /// Writes every entry of `it` (from its position) into one new table. Returns its meta
-    /// (`None` if there were no entries) and the entry count.
+    /// Writes every entry of `it` (from its position) into one new table (and its blob
+    /// file). Returns the output (`None` if there were no entries) and the entry count.
     pub(crate) fn write_table(
         &self,
         it: &mut dyn crate::iter::InternalIterator,
         new: &mut NewTables<'_>,
-    ) -> Result<(Option<TableMeta>, u64)> {
+        sep: &Arc<Separation>,
+    ) -> Result<(Option<Finished>, u64)> {
         if !it.valid() {
             if let Some(e) = it.take_error() {
                 return Err(e);
             }
             return Ok((None, 0));
         }
-        let mut b = self.new_output(new)?;
+        let mut b = self.new_output(new, sep)?;
         let mut n = 0;
         while it.valid() {
             b.add(it.key(), it.value())?;
@@ -243,8 +282,8 @@ impl DbInner {
         if let Some(e) = it.take_error() {
             return Err(e);
         }
-        let meta = b.finish()?;
-        Ok((Some(meta), n))
+        let out = b.finish()?;
+        Ok((Some(out), n))
     }
 }
 
@@ -330,6 +369,8 @@ impl Drop for NewTables<'_> {
                 .db
                 .fs
                 .remove(&self.db.tables_dir.join(table_file_name(id)));
+            // The blob file born with the table, if it separated a value.
+            let _ = self.db.fs.remove(&self.db.blob_files.path(id));
         }
     }
 }

@@ -68,8 +68,9 @@ use crate::options::{DbBuilder, WriteOptions, STALL_WAIT};
 use crate::read::{Bounds, Iter};
 use crate::sstable::BlockCache;
 use crate::sstable::{TableBuilder, TableOptions};
-use crate::table_meta::{table_file_name, TableMeta};
+use crate::table_meta::table_file_name;
 use crate::version::{SuperVersion, TableCache, VersionBuilder};
+use crate::vlog::{Finished, Output, Separation};
 
 mod cf;
 mod compact;
@@ -143,6 +144,8 @@ pub(crate) struct Counters {
     pub(crate) compactions: AtomicU64,
     pub(crate) stalls: AtomicU64,
     pub(crate) stall_micros: AtomicU64,
+    /// Bytes written to blob files (flush and compaction).
+    pub(crate) blob_write_bytes: AtomicU64,
 }
 
 pub(crate) struct DbInner {
@@ -157,6 +160,8 @@ pub(crate) struct DbInner {
     visible: AtomicU64,
     pub(crate) snapshots: Mutex<BTreeMap<Seqno, usize>>,
     pub(crate) tables: Arc<TableCache>,
+    /// The open blob files (key-value separation, `docs/format/vlog.md`).
+    pub(crate) blob_files: Arc<crate::vlog::BlobFiles>,
     pub(crate) table_opts: TableOptions,
     pub(crate) next_table_id: AtomicU64,
     /// Table ids below this are durably reserved in the manifest (invariant O1 of

@@ -174,7 +174,12 @@ impl Db {
             opts.table_cache_tables,
             blocks,
         ));
-        let mut builder = VersionBuilder::new(tables.clone());
+        let blob_files = Arc::new(crate::vlog::BlobFiles::new(
+            fs.clone(),
+            tables_dir.clone(),
+            opts.table_cache_tables,
+        ));
+        let mut builder = VersionBuilder::new(tables.clone(), blob_files.clone());
         let version = Arc::new(builder.build(manifest.state()));
         let log_start = manifest.state().log_start;
         let next_table_id = manifest.state().next_table_id;
@@ -202,6 +207,7 @@ impl Db {
             visible: AtomicU64::new(log_start),
             snapshots: Mutex::new(BTreeMap::new()),
             tables,
+            blob_files,
             table_opts,
             next_table_id: AtomicU64::new(next_table_id),
             table_ids_reserved: AtomicU64::new(next_table_id),

@@ -88,12 +88,22 @@ pub struct Stats {
     pub wal_bytes: u64,
     /// fdatasync calls of the log since open.
     pub wal_fsyncs: u64,
-    /// Bytes of tables written by flushes since open.
+    /// Bytes of tables and blob files written by flushes since open.
     pub flush_bytes: u64,
     /// Bytes of tables read and written by compactions since open.
     pub compaction_read_bytes: u64,
-    /// Bytes of tables written by compactions since open.
+    /// Bytes of tables and blob files written by compactions since open.
     pub compaction_write_bytes: u64,
+    /// Blob files (key-value separation) in the current version.
+    pub blob_files: u64,
+    /// Bytes of those files.
+    pub blob_file_bytes: u64,
+    /// Value bytes in those files that some table still points at (the rest is garbage
+    /// that collection reclaims: `docs/format/vlog.md`).
+    pub blob_live_bytes: u64,
+    /// Bytes written to blob files (by flushes and compactions) since open; included in
+    /// `flush_bytes` and `compaction_write_bytes`.
+    pub blob_write_bytes: u64,
     /// Flushes and compactions since open.
     pub flushes: u64,
     /// Compactions since open.
@@ -136,6 +146,10 @@ impl DbInner {
             flush_bytes: flush,
             compaction_read_bytes: c.compaction_read_bytes.load(SeqCst),
             compaction_write_bytes: cw,
+            blob_files: sv.version.blobs.len() as u64,
+            blob_file_bytes: sv.version.blobs.values().map(|b| b.meta.size_bytes).sum(),
+            blob_live_bytes: sv.version.blobs.values().map(|b| b.live_bytes()).sum(),
+            blob_write_bytes: c.blob_write_bytes.load(SeqCst),
             flushes: c.flushes.load(SeqCst),
             compactions: c.compactions.load(SeqCst),
             write_amp: if user == 0 {

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use silt_vfs::{File, FileSystem};
 
 use crate::error::{Error, Result};
-use crate::table_meta::TableMeta;
+use crate::table_meta::{BlobMeta, TableMeta};
 
 use edit::{Applier, DEFAULT_CF_ID, DEFAULT_CF_NAME};
 pub(crate) use edit::{Edit, LEVELS};
@@ -92,6 +92,8 @@ pub(crate) struct ManifestState {
     pub next_table_id: u64,
     /// The smallest column family id never used.
     pub next_cf_id: u32,
+    /// The blob files some table points into, by id (`docs/format/vlog.md`).
+    pub blobs: BTreeMap<u64, BlobMeta>,
 }
 
 impl ManifestState {
@@ -103,6 +105,7 @@ impl ManifestState {
             log_start: 0,
             next_table_id: 0,
             next_cf_id: 0,
+            blobs: BTreeMap::new(),
         }
     }
 
@@ -124,7 +127,8 @@ impl ManifestState {
     }
 
     /// Edits that rebuild this state from [`ManifestState::empty`]: every column family in
-    /// id order, then every table level by level in level order, then the counters.
+    /// id order, every blob file, then every table level by level in level order, then the
+    /// counters.
     pub(crate) fn snapshot(&self) -> Vec<Edit> {
         let mut edits = Vec::new();
         for cf in self.cfs.values() {
@@ -132,6 +136,9 @@ impl ManifestState {
                 id: cf.id,
                 name: cf.name.clone(),
             });
+        }
+        for b in self.blobs.values() {
+            edits.push(Edit::AddBlob(b.clone()));
         }
         for cf in self.cfs.values() {
             for (level, tables) in cf.levels.iter().enumerate() {

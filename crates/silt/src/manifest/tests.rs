@@ -102,6 +102,7 @@ impl Gen {
             largest: make_internal(hi.as_bytes(), s0, Kind::Delete),
             smallest_seqno: s0,
             largest_seqno: self.seqno,
+            blobs: Vec::new(),
         }
     }
 

@@ -47,6 +47,7 @@ impl Source {
         Ok(Walker {
             m: merged(&self.sv, self.cf)?,
             snapshot: self.snapshot,
+            version: self.sv.version.clone(),
         })
     }
 }
@@ -77,6 +78,8 @@ pub(crate) fn merged(sv: &SuperVersion, cf: u32) -> Result<MergingIter> {
 pub(crate) struct Walker {
     pub(crate) m: MergingIter,
     snapshot: Seqno,
+    /// Resolves `Blob` entries' pointers to their values.
+    version: Arc<crate::version::Version>,
 }
 
 impl Walker {
@@ -105,8 +108,8 @@ impl Walker {
                 return Ok(None);
             }
             let uk = p.user_key.to_vec();
-            if p.kind == Kind::Put {
-                let v = self.m.value().to_vec();
+            if p.kind.is_value() {
+                let v = self.version.resolve(p.kind, &uk, self.m.value().to_vec())?;
                 return Ok(Some((uk, v)));
             }
             skip = Some(uk);
@@ -137,8 +140,9 @@ impl Walker {
                 self.m.prev();
             }
             self.error()?;
-            if let Some((Kind::Put, v)) = best {
+            if let Some((kind, v)) = best.filter(|(k, _)| k.is_value()) {
                 if b.below_hi(&uk) {
+                    let v = self.version.resolve(kind, &uk, v)?;
                     return Ok(Some((uk, v)));
                 }
             }

@@ -23,8 +23,8 @@ use super::format::{
     block_crc, compress_block, BlockHandle, Compression, Footer, TableProps, MAX_BLOCK_BYTES,
 };
 use crate::error::{Error, Result};
-use crate::key::{self, cmp_internal, KIND_SEEK, MAX_SEQNO, TRAILER_BYTES};
-use crate::table_meta::TableMeta;
+use crate::key::{self, cmp_internal, Kind, KIND_SEEK, MAX_SEQNO, TRAILER_BYTES};
+use crate::table_meta::{BlobPointer, BlobRef, TableMeta};
 
 /// Buffered bytes that trigger a write to the file.
 const WRITE_BUFFER_BYTES: usize = 256 * 1024;
@@ -170,6 +170,14 @@ impl TableBuilder {
         if parsed.kind.is_tombstone() {
             p.tombstones += 1;
         }
+        if parsed.kind == Kind::Blob {
+            let ptr = BlobPointer::decode(value).ok_or_else(|| Error::Corruption {
+                file: self.path.clone(),
+                offset: 0,
+                reason: "a blob entry's value is not a blob pointer".into(),
+            })?;
+            add_blob_ref(&mut p.blobs, ptr);
+        }
         p.raw_key_bytes += ikey.len() as u64;
         p.raw_value_bytes += value.len() as u64;
         self.last_key.clear();
@@ -189,6 +197,16 @@ impl TableBuilder {
             + self.data_block.estimated_size_bytes() as u64
             + self.index_block.estimated_size_bytes() as u64
             + self.bloom.estimated_size_bytes() as u64
+    }
+
+    /// The table's id.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The table file's path.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
     }
 
     /// Entries added so far.
@@ -242,9 +260,26 @@ impl TableBuilder {
             largest: p.largest,
             smallest_seqno: p.smallest_seqno,
             largest_seqno: p.largest_seqno,
+            blobs: p.blobs,
         })
     }
+}
 
+/// Counts `ptr`'s value in `refs` (sorted by blob id; a table points into few files).
+fn add_blob_ref(refs: &mut Vec<BlobRef>, ptr: BlobPointer) {
+    match refs.binary_search_by_key(&ptr.id, |r| r.id) {
+        Ok(i) => refs[i].bytes += u64::from(ptr.len),
+        Err(i) => refs.insert(
+            i,
+            BlobRef {
+                id: ptr.id,
+                bytes: u64::from(ptr.len),
+            },
+        ),
+    }
+}
+
+impl TableBuilder {
     fn add_index_entry(&mut self, key: &[u8], handle: BlockHandle) {
         let mut v = Vec::with_capacity(20);
         handle.encode_to(&mut v);

@@ -402,6 +402,10 @@ pub(crate) struct TableProps {
     pub smallest: Vec<u8>,
     /// Largest internal key.
     pub largest: Vec<u8>,
+    /// The blob files the table's `Blob` entries point into, by id ascending, with the
+    /// value bytes they cover (`vlog.md`). Encoded after `largest` only when not empty, so
+    /// tables written before key-value separation decode unchanged.
+    pub blobs: Vec<crate::table_meta::BlobRef>,
 }
 
 impl TableProps {
@@ -424,6 +428,13 @@ impl TableProps {
             put_varint(&mut out, k.len() as u64);
             out.extend_from_slice(k);
         }
+        if !self.blobs.is_empty() {
+            put_varint(&mut out, self.blobs.len() as u64);
+            for b in &self.blobs {
+                put_varint(&mut out, b.id);
+                put_varint(&mut out, b.bytes);
+            }
+        }
         out
     }
 
@@ -443,6 +454,17 @@ impl TableProps {
         };
         let smallest = key()?;
         let largest = key()?;
+        let mut blobs = Vec::new();
+        if pos < buf.len() {
+            let n = get_varint(buf, &mut pos)?;
+            // Each reference takes at least 2 bytes: do not trust `n` for the allocation.
+            blobs.reserve((n as usize).min(buf.len() / 2));
+            for _ in 0..n {
+                let id = get_varint(buf, &mut pos)?;
+                let bytes = get_varint(buf, &mut pos)?;
+                blobs.push(crate::table_meta::BlobRef { id, bytes });
+            }
+        }
         Some(TableProps {
             entries: v[0],
             tombstones: v[1],
@@ -454,6 +476,7 @@ impl TableProps {
             data_bytes: v[7],
             smallest,
             largest,
+            blobs,
         })
     }
 }
@@ -516,11 +539,29 @@ mod tests {
             data_bytes: 900,
             smallest: b"a12345678".to_vec(),
             largest: b"z12345678".to_vec(),
+            blobs: Vec::new(),
         };
         let enc = p.encode();
         assert_eq!(TableProps::decode(&enc), Some(p.clone()));
         for n in 0..enc.len() {
             assert_eq!(TableProps::decode(&enc[..n]), None);
+        }
+        // Blob references follow; a table without them decodes as before.
+        let with = TableProps {
+            blobs: vec![
+                crate::table_meta::BlobRef {
+                    id: 3,
+                    bytes: 1 << 40,
+                },
+                crate::table_meta::BlobRef { id: 9, bytes: 7 },
+            ],
+            ..p.clone()
+        };
+        let enc2 = with.encode();
+        assert_eq!(TableProps::decode(&enc2), Some(with));
+        assert_eq!(&enc2[..enc.len()], &enc[..]);
+        for n in enc.len() + 1..enc2.len() {
+            assert_eq!(TableProps::decode(&enc2[..n]), None, "cut at {n}");
         }
     }
 

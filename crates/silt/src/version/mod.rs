@@ -10,6 +10,8 @@
 //!    in level k is newer than any entry of the same key in a level below k.
 //! 3. A table file is deleted only when the manifest no longer names it *and* no version
 //!    (held by an open iterator or a running read) refers to it: [`TableHandle`]'s `Drop`.
+//!    The same holds of a blob file and [`BlobHandle`]: a version that holds a table
+//!    pointing into a blob file holds that blob file.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -17,11 +19,15 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::key;
 use crate::manifest::{ManifestState, LEVELS};
+use crate::table_meta::BlobPointer;
+use crate::vlog::BlobFiles;
 
+mod blob_handle;
 mod level_iter;
 mod super_version;
 mod table_cache;
 
+pub(crate) use blob_handle::BlobHandle;
 pub(crate) use level_iter::LevelIter;
 pub(crate) use super_version::SuperVersion;
 pub(crate) use table_cache::{TableCache, TableHandle};
@@ -81,23 +87,61 @@ impl CfVersion {
     }
 }
 
-/// A consistent view of every column family's tables.
+/// A consistent view of every column family's tables, and of the blob files they point
+/// into.
 #[derive(Debug, Default)]
 pub(crate) struct Version {
     pub(crate) cfs: BTreeMap<u32, Arc<CfVersion>>,
+    pub(crate) blobs: HashMap<u64, Arc<BlobHandle>>,
 }
 
-/// Keeps one handle per live table id and builds versions from manifest states.
+impl Version {
+    /// The value a `Blob` entry of `user_key` points at (`pointer` is the entry's value).
+    pub(crate) fn read_blob(&self, user_key: &[u8], pointer: &[u8]) -> Result<Vec<u8>> {
+        let bad = |reason: &str| crate::error::Error::Corruption {
+            file: "<blob pointer>".into(),
+            offset: 0,
+            reason: reason.into(),
+        };
+        let ptr = BlobPointer::decode(pointer)
+            .ok_or_else(|| bad("a blob entry's value is not a blob pointer"))?;
+        let h = self
+            .blobs
+            .get(&ptr.id)
+            .ok_or_else(|| bad("a blob pointer names a blob file the version does not have"))?;
+        h.read(ptr, user_key)
+    }
+
+    /// The value of an entry that gives its key a value: `value` itself for a `Put`, the
+    /// blob file's value for a `Blob`.
+    pub(crate) fn resolve(
+        &self,
+        kind: key::Kind,
+        user_key: &[u8],
+        value: Vec<u8>,
+    ) -> Result<Vec<u8>> {
+        match kind {
+            key::Kind::Blob => self.read_blob(user_key, &value),
+            _ => Ok(value),
+        }
+    }
+}
+
+/// Keeps one handle per live table and blob file and builds versions from manifest states.
 pub(crate) struct VersionBuilder {
     handles: HashMap<u64, Arc<TableHandle>>,
+    blob_handles: HashMap<u64, Arc<BlobHandle>>,
     tables: Arc<TableCache>,
+    blob_files: Arc<BlobFiles>,
 }
 
 impl VersionBuilder {
-    pub(crate) fn new(tables: Arc<TableCache>) -> VersionBuilder {
+    pub(crate) fn new(tables: Arc<TableCache>, blob_files: Arc<BlobFiles>) -> VersionBuilder {
         VersionBuilder {
             handles: HashMap::new(),
+            blob_handles: HashMap::new(),
             tables,
+            blob_files,
         }
     }
 
@@ -141,7 +185,34 @@ impl VersionBuilder {
             }
         }
         self.handles = live;
-        Version { cfs }
+        // Blob files: live bytes summed over the tables that point into each.
+        let mut live_bytes: HashMap<u64, u64> = HashMap::with_capacity(state.blobs.len());
+        for cf in state.cfs.values() {
+            for t in cf.levels.iter().flatten() {
+                for r in &t.blobs {
+                    *live_bytes.entry(r.id).or_default() += r.bytes;
+                }
+            }
+        }
+        let mut blobs = HashMap::with_capacity(state.blobs.len());
+        for (id, meta) in &state.blobs {
+            let lb = live_bytes.get(id).copied().unwrap_or(0);
+            let h = match self.blob_handles.get(id) {
+                Some(h) => {
+                    h.set_live_bytes(lb);
+                    h.clone()
+                }
+                None => Arc::new(BlobHandle::new(meta.clone(), lb, self.blob_files.clone())),
+            };
+            blobs.insert(*id, h);
+        }
+        for (id, h) in self.blob_handles.drain() {
+            if !blobs.contains_key(&id) {
+                h.mark_obsolete();
+            }
+        }
+        self.blob_handles = blobs.clone();
+        Version { cfs, blobs }
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::{CfVersion, Version};
 use crate::error::Result;
-use crate::key::{Kind, LookupKey};
+use crate::key::LookupKey;
 use crate::memtable::Memtable;
 
 /// The memtables (newest first, the active one at index 0) and the tables.
@@ -66,15 +66,17 @@ impl SuperVersion {
     /// of `lk`'s seqno: the memtables newest first, then the tables ([`CfVersion::get`]). The
     /// first entry found decides; `None` if it is a tombstone or there is none.
     pub(crate) fn get(&self, cf: &CfVersion, lk: &LookupKey) -> Result<Option<Vec<u8>>> {
-        let found = |kind: Kind, v: Vec<u8>| match kind {
-            Kind::Put => Some(v),
-            _ => None,
-        };
         for m in &self.mems {
             if let Some((kind, _, v)) = m.get(lk) {
-                return Ok(found(kind, v));
+                // The memtable holds no `Blob` entry: separation happens at flush.
+                return Ok(kind.is_value().then_some(v));
             }
         }
-        Ok(cf.get(lk)?.and_then(|(kind, v)| found(kind, v)))
+        match cf.get(lk)? {
+            Some((kind, v)) if kind.is_value() => {
+                Ok(Some(self.version.resolve(kind, lk.user_key(), v)?))
+            }
+            _ => Ok(None),
+        }
     }
 }

@@ -12,14 +12,17 @@
 //! 4. Level 0 is ordered newest first (largest seqno descending, then id descending);
 //!    levels 1.. are ordered by smallest key ([`key::cmp_internal`]) and their tables'
 //!    user-key ranges are disjoint.
-//! 5. `log_start` never decreases. `next_table_id` and `next_cf_id` are high-water marks:
+//! 5. Blob files: a blob id is unique among blob files and below `next_table_id`; a table
+//!    references only blob files in the state, each once, for at most its value bytes; a
+//!    blob file no table references leaves the state at the end of the record.
+//! 6. `log_start` never decreases. `next_table_id` and `next_cf_id` are high-water marks:
 //!    an edit that names a lower value leaves them where they are.
 
 use std::cmp::Ordering;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::key::{self, cmp_internal, TRAILER_BYTES};
-use crate::table_meta::TableMeta;
+use crate::table_meta::{BlobMeta, BlobRef, TableMeta};
 
 use super::{CfState, ManifestState};
 
@@ -47,6 +50,11 @@ const TAG_REMOVE_TABLE: u8 = 4;
 const TAG_LOG_START: u8 = 5;
 const TAG_NEXT_TABLE_ID: u8 = 6;
 const TAG_NEXT_CF_ID: u8 = 7;
+const TAG_ADD_BLOB: u8 = 8;
+const TAG_ADD_TABLE_WITH_BLOBS: u8 = 9;
+
+/// The most blob files one table may reference (bounds a decoder's allocation).
+const MAX_TABLE_BLOB_REFS: u32 = 1 << 20;
 
 /// One change to the [`ManifestState`]. A manifest record holds one or more edits, applied
 /// in order and all or none.
@@ -89,6 +97,9 @@ pub(crate) enum Edit {
     /// Column family ids below this are taken (a high-water mark, like `NextTableId`).
     /// Written in snapshots, so that the id of a dropped column family is never reused.
     NextCfId(u32),
+    /// A blob file joins the state; tables that point into it follow in the same record.
+    /// Raises `next_table_id` above its id (blob ids come from the table-id space).
+    AddBlob(BlobMeta),
 }
 
 /// Applies edits to a state, checking each against the state it meets. An edit that fails
@@ -102,15 +113,24 @@ pub(crate) struct Applier {
     /// disjointness are checked once the whole record is applied, since a compaction removes
     /// and adds overlapping tables in one record.
     touched: Vec<(u32, usize)>,
+    /// Per blob file in `state`, the tables referencing it.
+    blob_users: HashMap<u64, u64>,
 }
 
 impl Applier {
     pub(crate) fn new(state: ManifestState) -> Applier {
         let live = state.table_ids().collect();
+        let mut blob_users: HashMap<u64, u64> = state.blobs.keys().map(|id| (*id, 0)).collect();
+        for t in state.cfs.values().flat_map(|c| c.levels.iter().flatten()) {
+            for r in &t.blobs {
+                *blob_users.entry(r.id).or_default() += 1;
+            }
+        }
         Applier {
             state,
             live,
             touched: Vec::new(),
+            blob_users,
         }
     }
 
@@ -156,6 +176,7 @@ impl Applier {
                     .ok_or_else(|| format!("no column family {id} to drop"))?;
                 for t in cf.levels.iter().flatten() {
                     self.live.remove(&t.id);
+                    unref_blobs(&mut self.blob_users, &t.blobs);
                 }
             }
             Edit::AddTable { cf, level, meta } => {
@@ -169,8 +190,12 @@ impl Applier {
                     .id
                     .checked_add(1)
                     .ok_or_else(|| format!("table id {} is out of range", meta.id))?;
+                check_blob_refs(meta, &st.blobs)?;
                 if !self.live.insert(meta.id) {
                     return Err(format!("table {} is already in the manifest", meta.id));
+                }
+                for r in &meta.blobs {
+                    *self.blob_users.entry(r.id).or_default() += 1;
                 }
                 let tables = &mut cfs.levels[l];
                 let at = tables.partition_point(|t| level_order(l, t, meta) == Ordering::Less);
@@ -190,8 +215,9 @@ impl Applier {
                 let at = tables.iter().position(|t| t.id == *id).ok_or_else(|| {
                     format!("table {id} is not in level {l} of column family {cf}")
                 })?;
-                tables.remove(at);
+                let t = tables.remove(at);
                 self.live.remove(id);
+                unref_blobs(&mut self.blob_users, &t.blobs);
             }
             Edit::LogStart(lsn) => {
                 if *lsn < st.log_start {
@@ -204,6 +230,23 @@ impl Applier {
             }
             Edit::NextTableId(n) => st.next_table_id = st.next_table_id.max(*n),
             Edit::NextCfId(n) => st.next_cf_id = st.next_cf_id.max(*n),
+            Edit::AddBlob(b) => {
+                if st.blobs.contains_key(&b.id) {
+                    return Err(format!("blob file {} is already in the manifest", b.id));
+                }
+                let next =
+                    b.id.checked_add(1)
+                        .ok_or_else(|| format!("blob id {} is out of range", b.id))?;
+                if b.value_bytes > b.size_bytes {
+                    return Err(format!(
+                        "blob file {}: more value bytes than file bytes",
+                        b.id
+                    ));
+                }
+                st.blobs.insert(b.id, b.clone());
+                st.next_table_id = st.next_table_id.max(next);
+                self.blob_users.insert(b.id, 0);
+            }
         }
         Ok(())
     }
@@ -211,6 +254,14 @@ impl Applier {
     /// Checks what only holds for a whole record: the levels >= 1 that gained tables are
     /// disjoint. Call after the last edit of each record.
     pub(crate) fn finish_record(&mut self) -> Result<(), String> {
+        // Blob files no table points into any more are garbage from this record on.
+        let st = &mut self.state;
+        self.blob_users.retain(|id, users| {
+            if *users == 0 {
+                st.blobs.remove(id);
+            }
+            *users > 0
+        });
         self.touched.sort_unstable();
         self.touched.dedup();
         for (cf, l) in self.touched.drain(..) {
@@ -249,6 +300,43 @@ fn check_cf_name(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// A table's blob references: ascending ids, each a blob file of `blobs`, for at most its
+/// value bytes.
+fn check_blob_refs(
+    m: &TableMeta,
+    blobs: &std::collections::BTreeMap<u64, BlobMeta>,
+) -> Result<(), String> {
+    for (i, r) in m.blobs.iter().enumerate() {
+        if i > 0 && m.blobs[i - 1].id >= r.id {
+            return Err(format!(
+                "table {}: blob references are not in ascending id order",
+                m.id
+            ));
+        }
+        let b = blobs.get(&r.id).ok_or_else(|| {
+            format!(
+                "table {} points into blob file {}, which is not in the manifest",
+                m.id, r.id
+            )
+        })?;
+        if r.bytes > b.value_bytes {
+            return Err(format!(
+                "table {} points at {} bytes of blob file {}, which holds {}",
+                m.id, r.bytes, r.id, b.value_bytes
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn unref_blobs(users: &mut HashMap<u64, u64>, refs: &[BlobRef]) {
+    for r in refs {
+        if let Some(n) = users.get_mut(&r.id) {
+            *n = n.saturating_sub(1);
+        }
+    }
 }
 
 /// What must hold of any table's description.
@@ -301,7 +389,11 @@ pub(crate) fn encode(edits: &[Edit], out: &mut Vec<u8>) {
                 out.extend_from_slice(&id.to_le_bytes());
             }
             Edit::AddTable { cf, level, meta } => {
-                out.push(TAG_ADD_TABLE);
+                out.push(if meta.blobs.is_empty() {
+                    TAG_ADD_TABLE
+                } else {
+                    TAG_ADD_TABLE_WITH_BLOBS
+                });
                 out.extend_from_slice(&cf.to_le_bytes());
                 out.push(*level);
                 for n in [
@@ -316,6 +408,19 @@ pub(crate) fn encode(edits: &[Edit], out: &mut Vec<u8>) {
                 }
                 put_bytes(out, &meta.smallest);
                 put_bytes(out, &meta.largest);
+                if !meta.blobs.is_empty() {
+                    out.extend_from_slice(&(meta.blobs.len() as u32).to_le_bytes());
+                    for r in &meta.blobs {
+                        out.extend_from_slice(&r.id.to_le_bytes());
+                        out.extend_from_slice(&r.bytes.to_le_bytes());
+                    }
+                }
+            }
+            Edit::AddBlob(b) => {
+                out.push(TAG_ADD_BLOB);
+                for n in [b.id, b.size_bytes, b.records, b.value_bytes] {
+                    out.extend_from_slice(&n.to_le_bytes());
+                }
             }
             Edit::RemoveTable { cf, level, id } => {
                 out.push(TAG_REMOVE_TABLE);
@@ -369,7 +474,7 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Vec<Edit>, String> {
                 Edit::CreateCf { id, name }
             }
             TAG_DROP_CF => Edit::DropCf { id: r.u32()? },
-            TAG_ADD_TABLE => {
+            TAG_ADD_TABLE | TAG_ADD_TABLE_WITH_BLOBS => {
                 let cf = r.u32()?;
                 let level = r.u8()?;
                 let id = r.u64()?;
@@ -380,6 +485,21 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Vec<Edit>, String> {
                 let largest_seqno = r.u64()?;
                 let smallest = r.bytes(MAX_IKEY_BYTES, "smallest key")?.to_vec();
                 let largest = r.bytes(MAX_IKEY_BYTES, "largest key")?.to_vec();
+                let mut blobs = Vec::new();
+                if tag == TAG_ADD_TABLE_WITH_BLOBS {
+                    let n = r.u32()?;
+                    if n == 0 || n > MAX_TABLE_BLOB_REFS {
+                        return Err(format!(
+                            "table {id} at payload offset {at} has {n} blob references, not 1..={MAX_TABLE_BLOB_REFS}"
+                        ));
+                    }
+                    for _ in 0..n {
+                        blobs.push(BlobRef {
+                            id: r.u64()?,
+                            bytes: r.u64()?,
+                        });
+                    }
+                }
                 Edit::AddTable {
                     cf,
                     level,
@@ -392,9 +512,16 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Vec<Edit>, String> {
                         largest,
                         smallest_seqno,
                         largest_seqno,
+                        blobs,
                     },
                 }
             }
+            TAG_ADD_BLOB => Edit::AddBlob(BlobMeta {
+                id: r.u64()?,
+                size_bytes: r.u64()?,
+                records: r.u64()?,
+                value_bytes: r.u64()?,
+            }),
             TAG_REMOVE_TABLE => Edit::RemoveTable {
                 cf: r.u32()?,
                 level: r.u8()?,

@@ -15,6 +15,16 @@ pub(crate) fn table(id: u64, lo: &[u8], hi: &[u8], s0: u64, s1: u64) -> TableMet
         largest: make_internal(hi, s0, Kind::Delete),
         smallest_seqno: s0,
         largest_seqno: s1,
+        blobs: Vec::new(),
+    }
+}
+
+fn blob(id: u64, value_bytes: u64) -> BlobMeta {
+    BlobMeta {
+        id,
+        size_bytes: value_bytes + 100,
+        records: 3,
+        value_bytes,
     }
 }
 
@@ -38,6 +48,21 @@ fn every_kind() -> Vec<Edit> {
         Edit::LogStart(u64::MAX),
         Edit::NextTableId(9),
         Edit::NextCfId(4),
+        Edit::AddBlob(blob(77, 5000)),
+        Edit::AddTable {
+            cf: 0,
+            level: 2,
+            meta: TableMeta {
+                blobs: vec![
+                    BlobRef { id: 5, bytes: 1 },
+                    BlobRef {
+                        id: 77,
+                        bytes: 4000,
+                    },
+                ],
+                ..table(78, b"a", b"b", 1, 2)
+            },
+        },
     ]
 }
 
@@ -319,4 +344,79 @@ fn invalid_edits_are_refused() {
     )
     .unwrap();
     assert_eq!(s.next_table_id, 7, "a high-water mark never moves back");
+}
+
+#[test]
+fn blob_files_live_while_a_table_points_into_them() {
+    let s = ManifestState::initial();
+    let with = |id, refs: Vec<BlobRef>| Edit::AddTable {
+        cf: 0,
+        level: 0,
+        meta: TableMeta {
+            blobs: refs,
+            ..table(id, b"a", b"b", id, id)
+        },
+    };
+    // A table may not point into a blob file the state lacks, nor past its value bytes.
+    assert!(
+        apply_all(s.clone(), &[with(5, vec![BlobRef { id: 5, bytes: 10 }])])
+            .unwrap_err()
+            .contains("not in the manifest")
+    );
+    assert!(apply_all(
+        s.clone(),
+        &[
+            Edit::AddBlob(blob(5, 10)),
+            with(5, vec![BlobRef { id: 5, bytes: 11 }])
+        ]
+    )
+    .unwrap_err()
+    .contains("holds 10"));
+    // Unsorted or repeated references are refused.
+    let s2 = apply_all(
+        s.clone(),
+        &[
+            Edit::AddBlob(blob(5, 10)),
+            Edit::AddBlob(blob(6, 10)),
+            with(
+                6,
+                vec![BlobRef { id: 5, bytes: 1 }, BlobRef { id: 6, bytes: 1 }],
+            ),
+        ],
+    )
+    .unwrap();
+    assert!(apply_all(
+        s2.clone(),
+        &[with(
+            7,
+            vec![BlobRef { id: 6, bytes: 1 }, BlobRef { id: 5, bytes: 1 }]
+        )]
+    )
+    .unwrap_err()
+    .contains("ascending"));
+    // Two blob files, one table pointing into both; next_table_id passed both.
+    assert_eq!(s2.blobs.len(), 2);
+    assert!(s2.next_table_id >= 7);
+    // A blob file nobody points into leaves at the end of its record.
+    let s3 = apply_all(s2.clone(), &[Edit::AddBlob(blob(8, 10))]).unwrap();
+    assert_eq!(s3.blobs.len(), 2);
+    // A second table into blob 5; removing the first keeps 5 (still pointed at), drops 6.
+    let s4 = apply_all(s2, &[with(9, vec![BlobRef { id: 5, bytes: 2 }])]).unwrap();
+    let s5 = apply_all(
+        s4.clone(),
+        &[Edit::RemoveTable {
+            cf: 0,
+            level: 0,
+            id: 6,
+        }],
+    )
+    .unwrap();
+    assert_eq!(s5.blobs.keys().copied().collect::<Vec<_>>(), vec![5]);
+    // The same blob id twice is refused.
+    assert!(apply_all(s4.clone(), &[Edit::AddBlob(blob(5, 10))])
+        .unwrap_err()
+        .contains("already"));
+    // A snapshot rebuilds the blob files with the tables.
+    let rebuilt = apply_all(ManifestState::empty(), &s4.snapshot()).unwrap();
+    assert_eq!(rebuilt, s4);
 }

@@ -230,6 +230,7 @@ impl Table {
             largest: p.largest.clone(),
             smallest_seqno: p.smallest_seqno,
             largest_seqno: p.largest_seqno,
+            blobs: p.blobs.clone(),
         }
     }
 

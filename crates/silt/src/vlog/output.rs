@@ -1,0 +1,127 @@
+//! [`Output`]: one flush or compaction output. A table, plus the blob file beside it (same
+//! id) that receives the values the output separates (a `Put` of at least the threshold)
+//! or relocates (a `Blob` entry pointing into a file being collected).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::{BlobFiles, BlobWriter};
+use crate::error::{Error, Result};
+use crate::key::{self, Kind};
+use crate::sstable::TableBuilder;
+use crate::table_meta::{BlobMeta, BlobPointer, TableMeta};
+
+/// What an output does with values.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Separation {
+    /// A `Put` value of at least this many bytes goes to the blob file (`None`: none do).
+    pub(crate) threshold: Option<usize>,
+    /// Blob files being collected: a pointer into one has its value copied to this
+    /// output's blob file.
+    pub(crate) relocate: HashMap<u64, BlobMeta>,
+    /// Where relocated values are read, and where the blob file is created. Needed when
+    /// `threshold` or `relocate` can apply.
+    pub(crate) files: Option<Arc<BlobFiles>>,
+}
+
+/// A finished output: the table, and the blob file written beside it if any.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub(crate) table: TableMeta,
+    pub(crate) blob: Option<BlobMeta>,
+}
+
+/// A table being written and its blob file.
+pub(crate) struct Output {
+    table: TableBuilder,
+    blob: Option<BlobWriter>,
+    sep: Arc<Separation>,
+    /// Reused buffer for a rewritten internal key.
+    key: Vec<u8>,
+}
+
+impl Output {
+    pub(crate) fn new(table: TableBuilder, sep: Arc<Separation>) -> Output {
+        Output {
+            table,
+            blob: None,
+            sep,
+            key: Vec::new(),
+        }
+    }
+
+    /// Adds an entry (internal key order, as [`TableBuilder::add`]).
+    pub(crate) fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        let kind = key::parse(ikey).map(|p| p.kind);
+        match kind {
+            Some(Kind::Put) if self.sep.threshold.is_some_and(|t| value.len() >= t) => {
+                let user_key = key::user_key(ikey);
+                let ptr = self.blob_writer()?.add(user_key, value)?;
+                // The same entry, kind `Blob`: only the trailer's kind byte changes.
+                let p = key::parse(ikey).expect("parsed above");
+                self.key.clear();
+                self.key.extend_from_slice(user_key);
+                self.key
+                    .extend_from_slice(&key::trailer(p.seqno, Kind::Blob as u8));
+                let k = std::mem::take(&mut self.key);
+                let r = self.table.add(&k, &ptr.encode());
+                self.key = k;
+                r
+            }
+            Some(Kind::Blob) if !self.sep.relocate.is_empty() => {
+                let ptr = BlobPointer::decode(value).ok_or_else(|| Error::Corruption {
+                    file: self.table.path().to_path_buf(),
+                    offset: 0,
+                    reason: "a blob entry's value is not a blob pointer".into(),
+                })?;
+                let Some(meta) = self.sep.relocate.get(&ptr.id) else {
+                    return self.table.add(ikey, value);
+                };
+                let files = self
+                    .sep
+                    .files
+                    .clone()
+                    .expect("relocation needs the blob files");
+                let user_key = key::user_key(ikey);
+                let v = files.read(meta, ptr, user_key)?;
+                let new = self.blob_writer()?.add(user_key, &v)?;
+                self.table.add(ikey, &new.encode())
+            }
+            _ => self.table.add(ikey, value),
+        }
+    }
+
+    fn blob_writer(&mut self) -> Result<&mut BlobWriter> {
+        if self.blob.is_none() {
+            let files = self
+                .sep
+                .files
+                .as_ref()
+                .expect("separation needs the blob files");
+            let id = self.table.id();
+            let path = files.path(id);
+            let file = files
+                .fs()
+                .create(&path)
+                .map_err(|e| Error::io("create blob file", Some(path.clone()), e))?;
+            self.blob = Some(BlobWriter::new(id, path, file));
+        }
+        Ok(self.blob.as_mut().expect("just created"))
+    }
+
+    /// Bytes the table would have if finished now (its values separated: the blob file does
+    /// not count towards a table's target size).
+    pub(crate) fn estimated_size_bytes(&self) -> u64 {
+        self.table.estimated_size_bytes()
+    }
+
+    /// Finishes (and syncs) the blob file, then the table.
+    pub(crate) fn finish(self) -> Result<Finished> {
+        let blob = match self.blob {
+            Some(b) if b.records() > 0 => Some(b.finish()?),
+            _ => None,
+        };
+        let table = self.table.finish()?;
+        Ok(Finished { table, blob })
+    }
+}

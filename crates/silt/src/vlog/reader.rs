@@ -1,0 +1,153 @@
+//! [`BlobFiles`]: the open blob files of a database and the checked read of one value
+//! (`docs/format/vlog.md`, "Reading" and "At open").
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use silt_vfs::{File, FileSystem};
+
+use super::format::{self, FOOTER_BYTES, HEADER_BYTES};
+use crate::error::{Error, Result};
+use crate::table_meta::{blob_file_name, BlobMeta, BlobPointer};
+
+/// Opens blob files on demand and keeps a bounded number open.
+pub(crate) struct BlobFiles {
+    open: quick_cache::sync::Cache<u64, Arc<dyn File>>,
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for BlobFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlobFiles").field("dir", &self.dir).finish()
+    }
+}
+
+impl BlobFiles {
+    pub(crate) fn new(fs: Arc<dyn FileSystem>, dir: PathBuf, files_max: usize) -> BlobFiles {
+        BlobFiles {
+            open: quick_cache::sync::Cache::new(files_max.max(1)),
+            fs,
+            dir,
+        }
+    }
+
+    pub(crate) fn path(&self, id: u64) -> PathBuf {
+        self.dir.join(blob_file_name(id))
+    }
+
+    pub(crate) fn fs(&self) -> &Arc<dyn FileSystem> {
+        &self.fs
+    }
+
+    fn file(&self, id: u64) -> Result<Arc<dyn File>> {
+        self.open.get_or_insert_with(&id, || {
+            let path = self.path(id);
+            self.fs
+                .open(&path)
+                .map_err(|e| Error::io("open blob file", Some(path), e))
+        })
+    }
+
+    /// Forgets the open file of `id` (it is being deleted).
+    pub(crate) fn evict(&self, id: u64) {
+        self.open.remove(&id);
+    }
+
+    /// The value `ptr` points at in blob file `meta` for `user_key`, checked: the record
+    /// lies inside the file's records, its lengths and key are the pointer's, its checksum
+    /// matches.
+    pub(crate) fn read(
+        &self,
+        meta: &BlobMeta,
+        ptr: BlobPointer,
+        user_key: &[u8],
+    ) -> Result<Vec<u8>> {
+        let corrupt = |reason: String| Error::Corruption {
+            file: self.path(meta.id),
+            offset: ptr.offset,
+            reason,
+        };
+        debug_assert_eq!(meta.id, ptr.id);
+        let len = format::record_bytes(user_key.len(), ptr.len as usize);
+        let end = ptr.offset.checked_add(len);
+        let records_end = meta.size_bytes.saturating_sub(FOOTER_BYTES);
+        if ptr.offset < HEADER_BYTES || end.is_none_or(|e| e > records_end) {
+            return Err(corrupt(format!(
+                "a pointer to {len} bytes at offset {} lies outside the file's records (16..{records_end})",
+                ptr.offset
+            )));
+        }
+        let mut rec = vec![0u8; len as usize];
+        self.file(meta.id)?
+            .read_at(&mut rec, ptr.offset)
+            .map_err(|e| Error::io("read blob file", Some(self.path(meta.id)), e))?;
+        let v = format::check_record(&rec, user_key, ptr.len as usize).map_err(corrupt)?;
+        let start = rec.len() - v.len();
+        rec.drain(..start);
+        Ok(rec)
+    }
+}
+
+/// Checks blob file `meta` in `dir` at open: present and of the recorded size; with
+/// `paranoid`, also its header and footer, whose counts must be the manifest's.
+pub(crate) fn check_file(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    meta: &BlobMeta,
+    paranoid: bool,
+) -> Result<()> {
+    let path = dir.join(blob_file_name(meta.id));
+    let corrupt = |offset: u64, reason: String| Error::Corruption {
+        file: path.clone(),
+        offset,
+        reason,
+    };
+    let f = fs.open(&path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            corrupt(0, "a blob file the manifest names is missing".into())
+        } else {
+            Error::io("open blob file", Some(path.clone()), e)
+        }
+    })?;
+    let size = f
+        .len()
+        .map_err(|e| Error::io("stat blob file", Some(path.clone()), e))?;
+    if size != meta.size_bytes {
+        return Err(corrupt(
+            size.min(meta.size_bytes),
+            format!(
+                "blob file has {size} bytes, the manifest records {}",
+                meta.size_bytes
+            ),
+        ));
+    }
+    if !paranoid {
+        return Ok(());
+    }
+    if size < HEADER_BYTES + FOOTER_BYTES {
+        return Err(corrupt(
+            0,
+            format!("blob file of {size} bytes is too short"),
+        ));
+    }
+    let mut h = [0u8; HEADER_BYTES as usize];
+    f.read_at(&mut h, 0)
+        .map_err(|e| Error::io("read blob file", Some(path.clone()), e))?;
+    format::check_header(&h).map_err(|r| corrupt(0, r))?;
+    let mut b = [0u8; FOOTER_BYTES as usize];
+    f.read_at(&mut b, size - FOOTER_BYTES)
+        .map_err(|e| Error::io("read blob file", Some(path.clone()), e))?;
+    let (records, value_bytes) =
+        format::decode_footer(&b).map_err(|r| corrupt(size - FOOTER_BYTES, r))?;
+    if (records, value_bytes) != (meta.records, meta.value_bytes) {
+        return Err(corrupt(
+            size - FOOTER_BYTES,
+            format!(
+                "footer says {records} values of {value_bytes} bytes, the manifest {} of {}",
+                meta.records, meta.value_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
