@@ -212,7 +212,7 @@ impl Wal {
         inner.check_payload(payload)?;
         inner.check_open()?;
         let want_sync = inner.needs_sync(opts);
-        let (lsn, end) = inner.write_record(payload, inner.via(want_sync))?;
+        let (lsn, end) = inner.write_record(payload, inner.via(want_sync, payload.len()))?;
         Watermark {
             inner,
             target: end,

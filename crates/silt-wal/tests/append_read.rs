@@ -215,3 +215,33 @@ fn bad_options_are_invalid_argument() {
     );
     assert!(matches!(r, Err(Error::InvalidArgument(_))));
 }
+
+#[test]
+fn large_records_are_written_with_pwrite_small_ones_through_the_mapping() {
+    // Pages written through the mapping must be write-protected by every later fdatasync
+    // (one TLB-shootdown IPI per page); a record of 64 KiB or more pays one system call
+    // instead and never enters the mapping (`Inner::via`).
+    let fs = silt_vfs::SimFs::new();
+    let dynfs: Arc<dyn silt_vfs::FileSystem> = fs.clone();
+    let wal = Wal::open("/wal", Options::default().sync(SyncMode::None).fs(dynfs)).unwrap();
+    let before = fs.mapped_write_count();
+    wal.append(&vec![7u8; 64 << 10]).unwrap();
+    wal.append(&vec![8u8; 1 << 20]).unwrap();
+    assert_eq!(
+        fs.mapped_write_count(),
+        before,
+        "a large record went through the mapping"
+    );
+    wal.append(&[9u8; 100]).unwrap();
+    assert_eq!(
+        fs.mapped_write_count(),
+        before + 1,
+        "a small record did not"
+    );
+    let got: Vec<usize> = wal
+        .read_from(0)
+        .unwrap()
+        .map(|r| r.unwrap().payload.len())
+        .collect();
+    assert_eq!(got, vec![64 << 10, 1 << 20, 100]);
+}

@@ -22,6 +22,8 @@ pub type EResult<T> = Result<T, String>;
 /// (`None`: always compiled).
 pub const KNOWN: &[(&str, Option<&str>)] = &[
     ("silt", None),
+    // silt with key-value separation off (`blob_threshold_bytes(None)`): its A/B.
+    ("silt-inline", None),
     ("rocksdb", Some("rocksdb")),
     ("sqlite", Some("sqlite")),
     ("fjall", Some("fjall")),
@@ -128,7 +130,8 @@ pub fn availability(name: &str) -> Result<(), String> {
 pub fn open(name: &str, cfg: &EngineConfig) -> EResult<Box<dyn Engine>> {
     availability(name)?;
     match name {
-        "silt" => Ok(Box::new(SiltEngine::open(cfg)?)),
+        "silt" => Ok(Box::new(SiltEngine::open(cfg, true)?)),
+        "silt-inline" => Ok(Box::new(SiltEngine::open(cfg, false)?)),
         #[cfg(feature = "sqlite")]
         "sqlite" => Ok(Box::new(peer_sqlite::SqliteEngine::open(cfg)?)),
         #[cfg(feature = "fjall")]
@@ -185,13 +188,14 @@ fn settle(max: Duration, sample: &dyn Fn() -> (u64, bool)) {
 
 /// `silt::Db` with its defaults except: sync mode, block cache budget, and (for
 /// `--fsync-delay-us`) a `DelayFs` around the OS file layer, which delays the log's, the
-/// tables' and the manifest's fdatasyncs alike.
+/// tables' and the manifest's fdatasyncs alike. `separate: false` is engine `silt-inline`:
+/// key-value separation off.
 pub struct SiltEngine {
     db: silt::Db,
 }
 
 impl SiltEngine {
-    pub fn open(cfg: &EngineConfig) -> EResult<SiltEngine> {
+    pub fn open(cfg: &EngineConfig, separate: bool) -> EResult<SiltEngine> {
         let mut b = silt::Db::builder(&cfg.dir)
             .sync_mode(if cfg.sync_full {
                 silt::SyncMode::Full
@@ -199,6 +203,9 @@ impl SiltEngine {
                 silt::SyncMode::None
             })
             .block_cache_bytes(cfg.cache_bytes);
+        if !separate {
+            b = b.blob_threshold_bytes(None);
+        }
         if cfg.fsync_delay_us > 0 {
             use silt_vfs::{DelayFs, FileSystem, OsFs};
             let os: Arc<dyn FileSystem> = OsFs::new();
@@ -377,6 +384,10 @@ impl Engine for SiltEngine {
             "write_amp": s.write_amp,
             "stalls": s.stalls,
             "stall_micros": s.stall_micros,
+            "blob_files": s.blob_files,
+            "blob_file_bytes": s.blob_file_bytes,
+            "blob_live_bytes": s.blob_live_bytes,
+            "blob_write_bytes": s.blob_write_bytes,
             "background_error": self.db.background_error(),
         }))
     }
@@ -475,7 +486,7 @@ mod tests {
         }
         assert_eq!(e.scan(b"y", 1000).unwrap(), 100, "{name}");
         e.wait_idle(Duration::from_secs(5));
-        if name == "silt" {
+        if name.starts_with("silt") {
             assert!(e.stats().is_some());
         }
         e.close().unwrap();
@@ -490,6 +501,7 @@ mod tests {
     fn silt_adapter_round_trips() {
         round_trip("silt", false);
         round_trip("silt", true);
+        round_trip("silt-inline", false);
     }
 
     #[cfg(feature = "sqlite")]

@@ -54,6 +54,7 @@ impl SimFile {
     fn write(&self, bufs: &[&[u8]], offset: u64, mapped: bool) -> io::Result<()> {
         let mut st = self.state.lock();
         st.call(FailOp::Write)?;
+        st.mapped_writes += u64::from(mapped);
         let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         let end = offset
             .checked_add(total)

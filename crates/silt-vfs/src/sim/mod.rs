@@ -219,6 +219,8 @@ struct State {
     faults: [Option<Fault>; 4],
     /// Calls per `FailOp` kind (`Any` counts every countable call).
     counts: [u64; 4],
+    /// Calls of `write_mapped` (counted as `FailOp::Write` too).
+    mapped_writes: u64,
     /// Paths locked by a live [`FileSystem::lock`] guard. A crash image starts with none:
     /// a power loss ends every process.
     locks: BTreeSet<PathBuf>,
@@ -489,6 +491,12 @@ impl SimFs {
     /// calls).
     pub fn op_count(&self, op: FailOp) -> u64 {
         self.state.lock().counts[op.index()]
+    }
+
+    /// `write_mapped` calls made so far (they count as [`FailOp::Write`] too): how a
+    /// caller's bytes would reach a real file, through a mapping or a system call.
+    pub fn mapped_write_count(&self) -> u64 {
+        self.state.lock().mapped_writes
     }
 
     /// Bytes written but not yet synced, over all files (open removed files included);
