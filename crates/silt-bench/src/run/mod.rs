@@ -104,8 +104,9 @@ use crate::sysstat;
 pub struct RunArgs {
     /// Comma-separated engines: silt, rocksdb, tidesdb, sqlite, fjall, redb (each peer
     /// behind the cargo feature of its name; sqlite, fjall and redb are default features,
-    /// rocksdb and tidesdb need native builds). An engine not compiled in is reported as
-    /// unavailable. Their settings: docs/bench.md.
+    /// rocksdb and tidesdb need native builds); silt-inline is silt with key-value
+    /// separation off, for A/B. An engine not compiled in is reported as unavailable.
+    /// Their settings: docs/bench.md.
     #[arg(long, default_value = "silt")]
     pub engines: String,
     /// Comma-separated workloads: fillseq, fillrandom, overwrite, fillsync, readrandom,
