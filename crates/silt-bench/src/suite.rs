@@ -16,6 +16,17 @@
 //! | delete | random_delete | N deletes | none | 1 |
 //! | durable batches | random_write, random_delete | N/20 keys | full | 1, 10, 100, 1000 |
 //!
+//! `--scale full` adds the seeds' own regime (TidesDB's benchmark against RocksDB: batches
+//! of 1000, 5M operations, 2 and 8 threads, sync none and full) and a larger-than-cache
+//! read group, after the groups above (which stay as they are); at the default N:
+//!
+//! | group | workloads | size | sync | batch | threads |
+//! |---|---|---|---|---|---|
+//! | seed writes | seq_write, random_write, zipf_write, small_value, random_delete | 5N | none, full | 1000 | 2, 8 |
+//! | seed large | large_value (256 B keys, 4 KiB values) | N/2 | none, full | 1000 | 2, 8 |
+//! | seed reads | the reads, ranges and iteration above | N/2 ops on 5N keys (ranges N/20, range1000 N/200) | none | – | 2, 8 |
+//! | larger than cache | random_read, random_seek, range100 | N/2 ops (range100 N/20) on 10N keys, `--cache-bytes` | none | – | 2 |
+//!
 //! Every cell runs in its own process (as `run` does). Cells that preload the same keys
 //! share one load per engine: the first loads and settles, later ones copy its closed
 //! database directory (`run --load-cache`), and every preloading cell reopens the engine
@@ -63,6 +74,12 @@ pub struct SuiteArgs {
     /// Seed of the key generators.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// `default`: the matrix above, batch 1, at N. `full`: also the seeds' own regime —
+    /// batch 1000, 5N operations (4 KiB values: N/2), 2 and 8 threads, sync none and full,
+    /// every seed workload — and reads on 10N keys, larger than the cache (hours with every
+    /// engine; the estimate printed at the start says how many).
+    #[arg(long, default_value = "default")]
+    pub scale: String,
 }
 
 /// One `run` invocation of the suite.
@@ -71,19 +88,106 @@ struct Group {
     workloads: &'static str,
     num: u64,
     reads: Option<u64>,
+    /// Sync modes, comma-separated.
     sync: &'static str,
+    /// Batch sizes, comma-separated.
     batch: &'static str,
+    /// Threads, comma-separated; `None`: the suite's `--threads`.
+    threads: Option<&'static str>,
 }
 
-fn seeds(n: u64) -> Vec<Group> {
-    let g = |name, workloads, num: u64, reads: Option<u64>, sync, batch| Group {
+fn g(
+    name: &'static str,
+    workloads: &'static str,
+    num: u64,
+    reads: Option<u64>,
+    sync: &'static str,
+    batch: &'static str,
+) -> Group {
+    Group {
         name,
         workloads,
         num: num.max(1),
         reads: reads.map(|r| r.max(1)),
         sync,
         batch,
+        threads: None,
+    }
+}
+
+/// The groups of `--scale full` that follow [`seeds`]' (see the module's second table).
+fn seeds_full(n: u64) -> Vec<Group> {
+    let both = |mut gr: Group| {
+        gr.threads = Some("2,8");
+        gr
     };
+    vec![
+        both(g(
+            "seed writes",
+            "seq_write,random_write,zipf_write,small_value,random_delete",
+            5 * n,
+            None,
+            "none,full",
+            "1000",
+        )),
+        both(g(
+            "seed large",
+            "large_value",
+            n / 2,
+            None,
+            "none,full",
+            "1000",
+        )),
+        both(g(
+            "seed reads",
+            "random_read,random_mixed,zipf_mixed,random_seek,seq_seek,zipf_seek,iterate",
+            5 * n,
+            Some(n / 2),
+            "none",
+            "1",
+        )),
+        both(g(
+            "seed ranges",
+            "range100,seq_range",
+            5 * n,
+            Some(n / 20),
+            "none",
+            "1",
+        )),
+        both(g(
+            "seed long ranges",
+            "range1000",
+            5 * n,
+            Some(n / 200),
+            "none",
+            "1",
+        )),
+        Group {
+            threads: Some("2"),
+            ..g(
+                "larger than cache",
+                "random_read,random_seek",
+                10 * n,
+                Some(n / 2),
+                "none",
+                "1",
+            )
+        },
+        Group {
+            threads: Some("2"),
+            ..g(
+                "larger than cache, ranges",
+                "range100",
+                10 * n,
+                Some(n / 20),
+                "none",
+                "1",
+            )
+        },
+    ]
+}
+
+fn seeds(n: u64) -> Vec<Group> {
     vec![
         g(
             "writes",
@@ -194,7 +298,7 @@ struct Plan {
 
 /// The load images a run has made so far: (engine, keys, sync).
 #[derive(Default)]
-struct Images(std::collections::HashSet<(String, u64, &'static str)>);
+struct Images(std::collections::HashSet<(String, u64, String)>);
 
 fn per_engine<'a, T: Copy>(table: &'a [(&'a str, T)], engine: &str) -> T {
     table
@@ -229,20 +333,26 @@ fn cell_seconds(engine: &str, workload: &str, sync: &str, batch: usize) -> f64 {
 }
 
 impl Plan {
-    fn new(groups: &[Group], engines: &[String], repeat: usize) -> Plan {
+    fn new(groups: &[Group], engines: &[String], repeat: usize, threads: usize) -> Plan {
         let mut plan = Plan {
             total_ms: 0,
             cells: 0,
         };
         let mut images = Images::default();
+        let default_threads = threads.to_string();
         for _ in 0..repeat {
             for g in groups {
+                let ts = g.threads.unwrap_or(&default_threads);
                 for e in engines {
                     for w in g.workloads.split(',') {
-                        for b in g.batch.split(',') {
-                            let b = b.parse().unwrap_or(1);
-                            plan.total_ms += Plan::ms(e, w, g.sync, b, g, &mut images);
-                            plan.cells += 1;
+                        for sync in g.sync.split(',') {
+                            for b in g.batch.split(',') {
+                                let b = b.parse().unwrap_or(1);
+                                for _ in ts.split(',') {
+                                    plan.total_ms += Plan::ms(e, w, sync, b, g, &mut images);
+                                    plan.cells += 1;
+                                }
+                            }
                         }
                     }
                 }
@@ -265,7 +375,10 @@ impl Plan {
         let scale = g.num as f64 / 1e6;
         let load = if !crate::run::preloads(workload) {
             0.0
-        } else if images.0.insert((engine.to_string(), g.num, g.sync)) {
+        } else if images
+            .0
+            .insert((engine.to_string(), g.num, sync.to_string()))
+        {
             per_engine(LOAD_SECONDS, engine) * scale
         } else {
             per_engine(COPY_SECONDS, engine) * scale
@@ -324,6 +437,11 @@ pub fn suite(a: SuiteArgs) -> Result<(), String> {
     if a.num < 1000 {
         return Err("--num must be at least 1000".into());
     }
+    let full = match a.scale.as_str() {
+        "default" => false,
+        "full" => true,
+        other => return Err(format!("--scale must be default or full, not {other:?}")),
+    };
     std::fs::create_dir_all(&a.out).map_err(|e| format!("--out {}: {e}", a.out.display()))?;
     let results_path = a.out.join("results.jsonl");
     let mut file = std::fs::File::create(&results_path)
@@ -353,9 +471,12 @@ pub fn suite(a: SuiteArgs) -> Result<(), String> {
     .map_err(|e| format!("load image directory: {e}"))?;
     let started = std::time::Instant::now();
     let mut all: Vec<EngineResult> = Vec::new();
-    let groups = seeds(a.num);
+    let mut groups = seeds(a.num);
+    if full {
+        groups.extend(seeds_full(a.num));
+    }
     let engines = crate::stats::names(&a.engines);
-    let plan = Plan::new(&groups, &engines, a.repeat.max(1));
+    let plan = Plan::new(&groups, &engines, a.repeat.max(1), a.threads);
     let mut images = Images::default();
     let mut done = 0;
     eprintln!("{}", plan.describe(&engines));
@@ -387,7 +508,9 @@ pub fn suite(a: SuiteArgs) -> Result<(), String> {
                 workloads: g.workloads.into(),
                 num: g.num,
                 reads: g.reads,
-                threads: a.threads.to_string(),
+                threads: g
+                    .threads
+                    .map_or_else(|| a.threads.to_string(), str::to_string),
                 batch: g.batch.into(),
                 sync: g.sync.into(),
                 cache_bytes: a.cache_bytes,
@@ -470,7 +593,7 @@ mod tests {
     #[test]
     fn the_estimate_pays_one_load_per_engine_and_shape_and_copies_after() {
         let groups = seeds(1_000_000);
-        let one = |e: &str, repeat| Plan::new(&groups, &[e.to_string()], repeat);
+        let one = |e: &str, repeat| Plan::new(&groups, &[e.to_string()], repeat, 2);
         let silt = one("silt", 1);
         assert_eq!(silt.cells, 24);
         // Loads: 1M keys (sync none) and 50K keys (the durable group), once each; every
@@ -484,7 +607,45 @@ mod tests {
         // An engine without timings is estimated as the slowest measured one.
         assert_eq!(one("rocksdb", 1).total_ms, one(UNKNOWN_LIKE, 1).total_ms);
         // Twice the keys, about twice the time.
-        let big = Plan::new(&seeds(2_000_000), &["silt".to_string()], 1);
+        let big = Plan::new(&seeds(2_000_000), &["silt".to_string()], 1, 2);
         assert!(big.total_ms > silt.total_ms * 19 / 10 && big.total_ms < silt.total_ms * 21 / 10);
+    }
+
+    #[test]
+    fn the_full_scale_adds_the_seeds_regime_and_keeps_the_default_groups() {
+        let n = 1_000_000;
+        let full = seeds_full(n);
+        // Batch 1000 at 5M operations (large values: 500K), 2 and 8 threads, sync none and
+        // full, every write workload of the seeds.
+        let writes = full.iter().find(|g| g.name == "seed writes").unwrap();
+        assert_eq!(
+            (writes.num, writes.batch, writes.sync),
+            (5_000_000, "1000", "none,full")
+        );
+        assert_eq!(writes.threads, Some("2,8"));
+        let large = full.iter().find(|g| g.name == "seed large").unwrap();
+        assert_eq!(
+            (large.num, large.batch, large.threads),
+            (500_000, "1000", Some("2,8"))
+        );
+        // Every seed workload runs at the full scale too.
+        for p in crate::run::PRESETS {
+            assert!(
+                full.iter()
+                    .any(|g| g.workloads.split(',').any(|w| w == p.name)),
+                "{} is not in the full scale",
+                p.name
+            );
+        }
+        // Reads on 10M keys, random reads, seeks and range100.
+        let ltc: Vec<&Group> = full.iter().filter(|g| g.num == 10 * n).collect();
+        let w: Vec<&str> = ltc.iter().flat_map(|g| g.workloads.split(',')).collect();
+        assert_eq!(w, ["random_read", "random_seek", "range100"]);
+        // Cells: the default 24, then 5 workloads x 2 syncs x 2 thread counts, 1 x 2 x 2,
+        // 10 read workloads x 2 thread counts, 3 larger-than-cache cells.
+        let mut groups = seeds(n);
+        groups.extend(full);
+        let plan = Plan::new(&groups, &["silt".to_string()], 1, 2);
+        assert_eq!(plan.cells, 24 + 20 + 4 + 20 + 3);
     }
 }

@@ -86,8 +86,68 @@ fn the_seed_suite_runs_and_reports() {
 }
 
 #[test]
+fn the_full_scale_runs_the_seeds_regime_too() {
+    // silt only, N = 1000: the default 24 cells, then batch 1000 at 5N for 2 and 8 threads
+    // and sync none and full, large values at N/2, the reads at 5N, and 10N keys for the
+    // larger-than-cache group.
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = bench()
+        .args([
+            "suite",
+            "seeds",
+            "--num",
+            "1000",
+            "--engines",
+            "silt",
+            "--scale",
+            "full",
+        ])
+        .arg("--out")
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let results = std::fs::read_to_string(out_dir.path().join("results.jsonl")).unwrap();
+    let lines: Vec<Value> = results
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 24 + 20 + 4 + 20 + 3, "{results}");
+    assert!(lines.iter().all(|v| v["status"] == "ok"), "{results}");
+    let cell = |w: &str, t: u64, b: u64, sync: &str, num: u64| {
+        lines.iter().any(|v| {
+            v["workload"] == w
+                && v["threads"] == t
+                && v["batch"] == b
+                && v["sync"] == sync
+                && v["num"] == num
+        })
+    };
+    for t in [2, 8] {
+        for sync in ["none", "full"] {
+            assert!(
+                cell("random_write", t, 1000, sync, 5000),
+                "random_write {t} {sync}"
+            );
+            assert!(
+                cell("large_value", t, 1000, sync, 500),
+                "large_value {t} {sync}"
+            );
+        }
+        assert!(cell("random_seek", t, 1, "none", 5000), "random_seek {t}");
+    }
+    assert!(cell("range100", 2, 1, "none", 10_000));
+}
+
+#[test]
 fn unknown_suite_and_tiny_sizes_are_errors() {
-    for args in [&["suite", "nosuch"][..], &["suite", "seeds", "--num", "10"]] {
+    let bad_scale = ["suite", "seeds", "--scale", "huge"];
+    for args in [
+        &["suite", "nosuch"][..],
+        &["suite", "seeds", "--num", "10"],
+        &bad_scale,
+    ] {
         let out = bench().args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("silt-bench:"));
