@@ -27,6 +27,9 @@ pub enum RecordType {
     Data = 1,
     /// Filler from here to the end of the segment; the next record starts in the next segment.
     Padding = 2,
+    /// A reservation its writer abandoned (`docs/format/wal.md`, "Void"): the bytes a data
+    /// record of `len` would occupy, never read; the crc covers the header only.
+    Void = 3,
 }
 
 impl RecordType {
@@ -34,6 +37,7 @@ impl RecordType {
         match v {
             1 => Some(RecordType::Data),
             2 => Some(RecordType::Padding),
+            3 => Some(RecordType::Void),
             _ => None,
         }
     }
@@ -170,7 +174,7 @@ impl RecordHeader {
             return Err("record length over the format limit");
         }
         let need = match kind {
-            RecordType::Data => record_bytes(len as usize),
+            RecordType::Data | RecordType::Void => record_bytes(len as usize),
             RecordType::Padding => RECORD_HEADER_BYTES as u64 + len as u64,
         };
         if need > room {
@@ -219,7 +223,7 @@ impl RecordHeader {
     /// Bytes this record occupies in the log.
     pub fn span(&self) -> u64 {
         match self.kind {
-            RecordType::Data => record_bytes(self.len as usize),
+            RecordType::Data | RecordType::Void => record_bytes(self.len as usize),
             RecordType::Padding => RECORD_HEADER_BYTES as u64 + self.len as u64,
         }
     }

@@ -29,6 +29,7 @@ mod format;
 pub mod kill_point;
 mod options;
 mod recovery;
+mod reservation;
 mod segment;
 mod sync_shim;
 mod wal;
@@ -45,6 +46,7 @@ pub use error::{Error, Result};
 pub use format::{max_payload_bytes, MAX_PAYLOAD_BYTES};
 pub use options::{AppendOptions, Options, Preallocate, Strategy, SyncMode};
 pub use recovery::{Damage, DamageKind, Reader, Record, RecoveryInfo};
+pub use reservation::{Appended, Reservation};
 pub use wal::{Wal, WalStats};
 
 /// A log sequence number: the byte position of a record in the log. Later records have

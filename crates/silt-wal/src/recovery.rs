@@ -336,7 +336,7 @@ fn scan_valid(
                 if let Ok(h) = RecordHeader::decode(&buf[o..], pos, seg, s - off) {
                     let payload = match h.kind {
                         RecordType::Data => &buf[o + RECORD_HEADER_BYTES..][..h.len as usize],
-                        RecordType::Padding => &[][..],
+                        RecordType::Padding | RecordType::Void => &[][..],
                     };
                     if RecordHeader::verify(&buf[o..], payload) && !visit(pos, h.durable) {
                         return Ok(());
@@ -558,7 +558,7 @@ impl<'a> Walker<'a> {
                 Err(why) => return Ok(Step::Invalid(self.pos, why, None)),
             };
             let payload = match h.kind {
-                RecordType::Padding => Vec::new(),
+                RecordType::Padding | RecordType::Void => Vec::new(),
                 RecordType::Data => {
                     let mut p = vec![0u8; h.len as usize];
                     file.read_at(&mut p, off + RECORD_HEADER_BYTES as u64)
@@ -575,9 +575,13 @@ impl<'a> Walker<'a> {
             }
             let lsn = self.pos;
             self.pos += h.span();
-            if h.kind == RecordType::Padding {
-                debug_assert_eq!(self.pos % s, 0);
-                continue;
+            match h.kind {
+                RecordType::Padding => {
+                    debug_assert_eq!(self.pos % s, 0);
+                    continue;
+                }
+                RecordType::Void => continue,
+                RecordType::Data => {}
             }
             let payload = if payload_wanted { payload } else { Vec::new() };
             return Ok(Step::Record(Record { lsn, payload }));

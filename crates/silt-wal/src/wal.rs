@@ -117,6 +117,22 @@ impl Wal {
         self.inner.append(payload, opts)
     }
 
+    /// Reserves the place of a record of `len` payload bytes and returns it unwritten, so
+    /// the caller learns the record's LSN before deciding what to do: write it
+    /// ([`Reservation::write`], then [`crate::Appended::wait`] for the acknowledgement) or
+    /// abandon it ([`Reservation::abandon`]: a Void record of the same size, which readers
+    /// skip). Until the reservation is finished no later record is acknowledged, so decide
+    /// quickly (see `reservation.rs`). Only the `Pipelined` strategy (the default) has
+    /// reservations.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if `len` is over [`Wal::max_payload_bytes`] or the strategy is not
+    /// `Pipelined`; `Poisoned`; `Closed`.
+    pub fn reserve(&self, len: usize, opts: AppendOptions) -> Result<crate::Reservation<'_>> {
+        self.inner.reserve_record(len, opts)
+    }
+
     /// Blocks until the record at `lsn` (and everything before it) is durable, syncing if no
     /// one else is.
     ///

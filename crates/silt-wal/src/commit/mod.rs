@@ -300,24 +300,72 @@ impl Inner {
     /// Reserves space for one record, waits for the window, writes it, and publishes it to
     /// the filled watermark. Returns `(lsn, end)`. Does not wait for predecessors.
     pub(crate) fn write_record(&self, payload: &[u8], via: WriteVia) -> Result<(Lsn, u64)> {
-        let total = record_bytes(payload.len());
-        let (cur, start) = self.reserve(total);
-        let end = start + total;
+        let (cur, start) = self.reserve(record_bytes(payload.len()));
+        self.finish_record(cur, start, Some(payload), payload.len(), via)
+    }
+
+    /// Writes the record reserved at `(cur, start)` — `payload`, or a Void record of a
+    /// `len`-byte payload's span when `None` (an abandoned reservation) — once it is within
+    /// the fill ring's window, and publishes it. Returns `(lsn, end)`.
+    pub(crate) fn finish_record(
+        &self,
+        cur: u64,
+        start: u64,
+        payload: Option<&[u8]>,
+        len: usize,
+        via: WriteVia,
+    ) -> Result<(Lsn, u64)> {
+        let end = start + record_bytes(len);
         if !self.ring.in_window(cur) {
             self.filled_ev.wait(self.backoff, || {
                 self.ring.in_window(cur) || self.is_poisoned()
             });
             self.check_open()?;
         }
-        if let Err(e) = self.write_at_position(cur, start, payload, via) {
+        let written = match payload {
+            Some(p) => self.write_at_position(cur, start, p, via),
+            None => self.write_void_at_position(cur, start, len, via),
+        };
+        if let Err(e) = written {
             self.poison();
             return Err(e);
         }
-        self.count_append(payload.len());
+        if payload.is_some() {
+            self.count_append(len);
+        }
         if self.ring.publish(cur, end) {
             self.on_filled();
         }
         Ok((start, end))
+    }
+
+    /// As [`Inner::write_at_position`], for a Void record standing in for a `len`-byte
+    /// payload (`docs/format/wal.md`, "Void"): only its header is written.
+    fn write_void_at_position(
+        &self,
+        cur: u64,
+        start: u64,
+        len: usize,
+        via: WriteVia,
+    ) -> Result<()> {
+        let s = self.seg_bytes;
+        let durable = self.stream.durable();
+        if cur != start && cur % s != 0 {
+            self.write_padding(cur, durable, via)?;
+        }
+        let seg = start / s;
+        let file = self.segments.get(seg)?;
+        self.prepare_next_if_due(start);
+        let header = RecordHeader {
+            len: len as u32,
+            kind: RecordType::Void,
+            segment_id: seg,
+            lsn: start,
+            durable,
+        }
+        .encode(&[]);
+        via.write(&*file, &[&header], start % s)
+            .map_err(|e| Error::io("write", Some(self.segments.path(seg)), e))
     }
 
     /// Writes padding at `cur` (if the record moved to the next segment) and the record at
