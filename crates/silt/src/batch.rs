@@ -1,9 +1,12 @@
 //! [`WriteBatch`]: a group of writes applied atomically, across column families, and its
-//! encoding as one log record payload.
+//! encoding as one log record payload; and the part and commit records of a transaction too
+//! large for one record. The format is `docs/format/batch.md`:
 //!
 //! ```text
 //! payload = count: u32 LE, then `count` entries
 //! entry   = kind: u8 | cf: u32 LE | key_len: u32 LE | key | (Put only) value_len: u32 LE | value
+//! part    = 0xFFFF_FFF0: u32 | txn: u64 | index: u32 | payload
+//! commit  = 0xFFFF_FFF1: u32 | txn: u64 | parts: u32 | payload
 //! ```
 //!
 //! The record's LSN is the seqno of every entry in it (see `docs/design.md`); the log's
@@ -112,7 +115,13 @@ impl WriteBatch {
         self.count = 0;
     }
 
-    fn push(&mut self, kind: Kind, cf: u32, key: &[u8], value: Option<&[u8]>) -> &mut Self {
+    pub(crate) fn push(
+        &mut self,
+        kind: Kind,
+        cf: u32,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> &mut Self {
         if self.buf.len() < 4 {
             self.buf.resize(4, 0);
         }
@@ -164,6 +173,69 @@ impl WriteBatch {
     }
 }
 
+/// The tag of a transaction's part record (`docs/format/batch.md`).
+pub(crate) const TAG_PART: u32 = 0xFFFF_FFF0;
+/// The tag of the commit record that follows a transaction's parts.
+pub(crate) const TAG_COMMIT: u32 = 0xFFFF_FFF1;
+/// Bytes a part or commit record adds in front of its batch.
+pub(crate) const TXN_HEADER_BYTES: usize = 16;
+
+/// A decoded log record payload (`docs/format/batch.md`).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Record<'a> {
+    /// A batch: applied at the record's LSN.
+    Batch(Vec<BatchEntry<'a>>),
+    /// Part `index` of transaction `txn`: applied only with its commit.
+    Part {
+        txn: u64,
+        index: u32,
+        entries: Vec<BatchEntry<'a>>,
+    },
+    /// The commit of transaction `txn`, after its `parts` parts: everything at this LSN.
+    Commit {
+        txn: u64,
+        parts: u32,
+        entries: Vec<BatchEntry<'a>>,
+    },
+}
+
+/// A part or commit record: `tag`, `txn`, `n` (the part's index or the part count), then
+/// `batch`'s payload.
+pub(crate) fn encode_txn_record(tag: u32, txn: u64, n: u32, batch: &WriteBatch) -> Vec<u8> {
+    debug_assert!(tag == TAG_PART || tag == TAG_COMMIT);
+    let mut out = Vec::with_capacity(TXN_HEADER_BYTES + batch.buf.len());
+    out.extend_from_slice(&tag.to_le_bytes());
+    out.extend_from_slice(&txn.to_le_bytes());
+    out.extend_from_slice(&n.to_le_bytes());
+    out.extend_from_slice(&batch.buf);
+    out
+}
+
+/// Decodes any log record payload, checking every length.
+pub(crate) fn decode_record(payload: &[u8]) -> Result<Record<'_>, BadBatch> {
+    let mut p = payload;
+    let tag = take_u32(&mut p)?;
+    if tag != TAG_PART && tag != TAG_COMMIT {
+        return decode(payload).map(Record::Batch);
+    }
+    let txn = u64::from_le_bytes(take(&mut p, 8)?.try_into().expect("8 bytes"));
+    let n = take_u32(&mut p)?;
+    let entries = decode(p)?;
+    Ok(if tag == TAG_PART {
+        Record::Part {
+            txn,
+            index: n,
+            entries,
+        }
+    } else {
+        Record::Commit {
+            txn,
+            parts: n,
+            entries,
+        }
+    })
+}
+
 /// Why a payload did not decode.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct BadBatch(pub &'static str);
@@ -186,6 +258,9 @@ fn take_u32(p: &mut &[u8]) -> Result<u32, BadBatch> {
 pub(crate) fn decode(payload: &[u8]) -> Result<Vec<BatchEntry<'_>>, BadBatch> {
     let mut p = payload;
     let count = take_u32(&mut p)?;
+    if count >= TAG_PART {
+        return Err(BadBatch("a transaction record where a batch was expected"));
+    }
     // Each entry takes at least 9 bytes: do not trust `count` for the allocation.
     let mut out = Vec::with_capacity((count as usize).min(p.len() / 9));
     for _ in 0..count {
@@ -235,6 +310,41 @@ mod tests {
         b.clear();
         assert!(b.is_empty());
         assert_eq!(decode(b.payload()).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn transaction_records_round_trip_and_are_told_from_batches() {
+        let mut b = WriteBatch::new();
+        b.put(b"a", b"1").delete(b"b");
+        assert_eq!(
+            decode_record(b.payload()).unwrap(),
+            Record::Batch(decode(b.payload()).unwrap())
+        );
+        let part = encode_txn_record(TAG_PART, 7, 2, &b);
+        match decode_record(&part).unwrap() {
+            Record::Part {
+                txn,
+                index,
+                entries,
+            } => {
+                assert_eq!((txn, index, entries.len()), (7, 2, 2));
+            }
+            other => panic!("{other:?}"),
+        }
+        let commit = encode_txn_record(TAG_COMMIT, 7, 3, &WriteBatch::new());
+        assert_eq!(
+            decode_record(&commit).unwrap(),
+            Record::Commit {
+                txn: 7,
+                parts: 3,
+                entries: vec![]
+            }
+        );
+        // A part is never taken for a batch, and a cut header is an error.
+        assert!(decode(&part).is_err());
+        for cut in 0..TXN_HEADER_BYTES + 4 {
+            assert!(decode_record(&part[..cut]).is_err(), "cut at {cut}");
+        }
     }
 
     #[test]

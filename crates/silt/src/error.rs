@@ -66,6 +66,73 @@ pub enum Error {
         /// could not be read).
         holder: Option<u32>,
     },
+    /// A transaction could not commit because another write got there first (optimistic
+    /// validation at commit, or a pessimistic lock whose key changed after the
+    /// transaction's snapshot). Nothing of the transaction was written. **Retryable**: run
+    /// the transaction again from the start (`Db::transact` does).
+    Conflict {
+        /// The column family of the key (its name).
+        cf: String,
+        /// The first key found in conflict (for a phantom: a key that appeared in a scanned
+        /// range).
+        key: Vec<u8>,
+        /// Which check failed.
+        kind: ConflictKind,
+    },
+    /// A pessimistic transaction waited `lock_timeout` for a lock another transaction
+    /// holds. Nothing was written; the transaction is still open and holds its other locks.
+    /// **Retryable**: retry the operation, or roll back and run the transaction again.
+    LockTimeout {
+        /// The column family of the key (its name).
+        cf: String,
+        /// The key whose lock was not granted (the start of the range, for a range lock).
+        key: Vec<u8>,
+        /// How long it waited, in milliseconds.
+        waited_ms: u64,
+    },
+    /// Granting this pessimistic transaction's lock request would close a cycle of
+    /// transactions waiting for each other; this transaction was chosen as the victim and
+    /// must roll back. **Retryable**: roll back, then run it again (`Db::transact` does).
+    Deadlock {
+        /// The column family of the key (its name).
+        cf: String,
+        /// The key whose lock request closed the cycle.
+        key: Vec<u8>,
+    },
+    /// A transaction buffered more than its `max_bytes` (`TxnOptions::max_bytes`). Nothing
+    /// was written and the write that went over was not buffered. **Not retryable** as is:
+    /// split the work or raise the limit.
+    TransactionTooLarge {
+        /// What the transaction would have held, in bytes.
+        bytes: u64,
+        /// Its limit.
+        limit: u64,
+    },
+}
+
+/// Which check a transaction failed at commit ([`Error::Conflict`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConflictKind {
+    /// A key this transaction writes (or locked with `get_for_update`) was written by
+    /// another transaction or batch after this one's snapshot.
+    WriteWrite,
+    /// A key this transaction read was written after it read it (`RepeatableRead`,
+    /// `Serializable`).
+    ReadValidation,
+    /// A key appeared in, changed in, or left a range this transaction scanned
+    /// (`Serializable`).
+    Phantom,
+}
+
+impl std::fmt::Display for ConflictKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConflictKind::WriteWrite => "write-write conflict",
+            ConflictKind::ReadValidation => "a key it read changed",
+            ConflictKind::Phantom => "a scanned range changed (phantom)",
+        })
+    }
 }
 
 impl Error {
@@ -82,6 +149,16 @@ impl Error {
     /// Whether this is [`Error::NoSpace`]: the call can be retried once space frees.
     pub fn is_no_space(&self) -> bool {
         matches!(self, Error::NoSpace { .. })
+    }
+
+    /// Whether running the same transaction again may succeed: `Conflict`, `LockTimeout`
+    /// and `Deadlock` (what [`crate::Db::transact`] retries). Nothing else is: `NoSpace`
+    /// needs space freed first, the rest need the caller or the operator.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::Conflict { .. } | Error::LockTimeout { .. } | Error::Deadlock { .. }
+        )
     }
 
     pub(crate) fn corruption(
@@ -138,6 +215,24 @@ impl Error {
             Error::Locked { path, holder } => Error::Locked {
                 path: path.clone(),
                 holder: *holder,
+            },
+            Error::Conflict { cf, key, kind } => Error::Conflict {
+                cf: cf.clone(),
+                key: key.clone(),
+                kind: *kind,
+            },
+            Error::LockTimeout { cf, key, waited_ms } => Error::LockTimeout {
+                cf: cf.clone(),
+                key: key.clone(),
+                waited_ms: *waited_ms,
+            },
+            Error::Deadlock { cf, key } => Error::Deadlock {
+                cf: cf.clone(),
+                key: key.clone(),
+            },
+            Error::TransactionTooLarge { bytes, limit } => Error::TransactionTooLarge {
+                bytes: *bytes,
+                limit: *limit,
             },
         }
     }
@@ -220,6 +315,30 @@ impl std::fmt::Display for Error {
                     None => write!(f, " by another handle"),
                 }
             }
+            Error::Conflict { cf, key, kind } => write!(
+                f,
+                "transaction conflict ({kind}) on key {} in column family {cf:?}; nothing was \
+                 written: run the transaction again",
+                show_key(key)
+            ),
+            Error::LockTimeout { cf, key, waited_ms } => write!(
+                f,
+                "lock wait timeout after {waited_ms} ms on key {} in column family {cf:?}; \
+                 retry, or roll back and run the transaction again",
+                show_key(key)
+            ),
+            Error::Deadlock { cf, key } => write!(
+                f,
+                "deadlock: locking key {} in column family {cf:?} would close a cycle of \
+                 waiting transactions; this one was chosen as the victim: roll it back and \
+                 run it again",
+                show_key(key)
+            ),
+            Error::TransactionTooLarge { bytes, limit } => write!(
+                f,
+                "transaction too large: {bytes} bytes buffered, over its limit of {limit} \
+                 bytes (TxnOptions::max_bytes); split the work or raise the limit"
+            ),
         }
     }
 }
@@ -230,5 +349,18 @@ impl std::error::Error for Error {
             Error::Io { source, .. } | Error::NoSpace { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+/// A key for an error message: as text if it is printable ASCII, else in hex, cut at 64
+/// bytes.
+fn show_key(key: &[u8]) -> String {
+    let cut = &key[..key.len().min(64)];
+    let more = if key.len() > 64 { "..." } else { "" };
+    if cut.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+        format!("{:?}{more}", String::from_utf8_lossy(cut))
+    } else {
+        let hex: String = cut.iter().map(|b| format!("{b:02x}")).collect();
+        format!("0x{hex}{more}")
     }
 }

@@ -81,7 +81,6 @@ pub fn trailer(seqno: Seqno, kind: u8) -> [u8; TRAILER_BYTES] {
 }
 
 /// Builds an internal key.
-#[cfg(any(test, feature = "fuzzing"))]
 pub fn make_internal(user_key: &[u8], seqno: Seqno, kind: Kind) -> Vec<u8> {
     let mut k = Vec::with_capacity(user_key.len() + TRAILER_BYTES);
     k.extend_from_slice(user_key);

@@ -99,6 +99,15 @@ impl Db {
 
 impl DbInner {
     /// `ColumnFamilyNotFound` for family `cf`, by its name where this handle knew it.
+    /// The name of column family `cf` for a message (`"(id N)"` if this handle never knew
+    /// it).
+    pub(crate) fn cf_name(&self, cf: u32) -> String {
+        match self.cf_names.lock().get(&cf) {
+            Some(name) => name.to_string(),
+            None => format!("(id {cf})"),
+        }
+    }
+
     pub(crate) fn cf_not_found(&self, cf: u32) -> Error {
         match self.cf_names.lock().get(&cf) {
             Some(name) => Error::ColumnFamilyNotFound(name.to_string()),

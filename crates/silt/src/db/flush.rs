@@ -158,7 +158,8 @@ impl DbInner {
         // there: otherwise a crash could cut the log below the boundary, and new writes
         // would get seqnos (LSNs) below data already in tables, and be skipped by replay.
         self.wal.sync().map_err(|e| self.on_wal_error(e))?;
-        edits.push(Edit::LogStart(boundary));
+        let log_start = self.log_start_for(boundary);
+        edits.push(Edit::LogStart(log_start));
         edits.push(Edit::NextTableId(self.next_table_id.load(SeqCst)));
         let mut st = self.state.lock();
         // A column family dropped while we wrote: leave its table out (`new` deletes it),
@@ -211,7 +212,7 @@ impl DbInner {
         self.counters.flush_bytes.fetch_add(bytes, SeqCst);
         self.counters.flushes.fetch_add(1, SeqCst);
         crate::kill_point::hit("flush: manifest edit durable, before purging the log");
-        self.wal.purge_up_to(boundary)?;
+        self.wal.purge_up_to(log_start)?;
         self.notify_bg();
         Ok(())
     }
@@ -284,6 +285,20 @@ impl DbInner {
         }
         let out = b.finish()?;
         Ok((Some(out), n))
+    }
+}
+
+impl DbInner {
+    /// Where replay must start once everything below `boundary` is in tables: at
+    /// `boundary`, or earlier, at the first part record of a transaction written in parts
+    /// whose commit is not below `boundary` (invariant T4 of `txn/mod.rs`). Pins whose
+    /// commit is below `boundary` are done and dropped.
+    pub(crate) fn log_start_for(&self, boundary: Seqno) -> Seqno {
+        let mut pins = self.log_pins.lock();
+        pins.retain(|_, commit| commit.is_none_or(|c| c >= boundary));
+        pins.keys()
+            .next()
+            .map_or(boundary, |&first| first.min(boundary))
     }
 }
 

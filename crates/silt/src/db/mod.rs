@@ -12,25 +12,38 @@
 //!
 //! ## Write path and its invariants
 //!
-//! A write (one [`WriteBatch`]) goes:
+//! A write (one [`WriteBatch`], or a transaction's commit) goes:
 //!
 //! 1. *register*: under the `inflight` mutex it records the log's reservation watermark
-//!    `r0` (its LSN will be `>= r0`);
-//! 2. *log*: `Wal::append_with` gives the batch's LSN, which is the seqno of every entry
-//!    (acknowledged per sync mode: durable first under `Full`);
-//! 3. *apply*: it inserts the entries into the memtable that owns that seqno (memtable
-//!    invariant 1), under the super-version read lock;
-//! 4. *complete*: it leaves `inflight`; the `visible` watermark becomes the smallest `r0`
+//!    `r0` (its LSN will be `>= r0`) in a [`Writer`] slot;
+//! 2. *reserve*: `Wal::reserve` gives the record's LSN, which is the seqno of every entry,
+//!    and the writer publishes it in its slot at once;
+//! 3. (a transaction only) *validate* at that seqno, after every writer with a smaller LSN
+//!    has applied its entries ([`DbInner::wait_applied_below`]); a failed validation
+//!    abandons the reservation (a Void record) and stops here;
+//! 4. *log*: the record is written into the reserved place (not yet acknowledged);
+//! 5. *apply*: it inserts the entries into the memtable that owns that seqno (memtable
+//!    invariant 1), under the super-version read lock, and marks its slot applied;
+//! 6. *acknowledge*: it waits for the log as an append would (in the OS under `None`,
+//!    durable under `Full`);
+//! 7. *complete*: it leaves `inflight`; the `visible` watermark becomes the smallest `r0`
 //!    still registered (or the log's reservation watermark if none is);
-//! 5. it returns once `visible > lsn`.
+//! 8. it returns once `visible > lsn`.
 //!
 //! Invariants:
 //!
 //! * **W1** seqno order = log order (seqno = LSN), so recovery's log prefix is a seqno prefix.
 //! * **W2** A reader reads at `visible`: every batch with a seqno below it is completely in
 //!   a memtable or table, so a reader never sees half a batch, nor commit k+1 without k.
-//!   Under `Full`, a batch is applied only after it is durable, so no reader sees a commit
-//!   a machine crash could take back.
+//!   A batch is applied before it is acknowledged, but completes (lets `visible` pass it)
+//!   only after: under `Full` no reader sees a commit a machine crash could take back. A
+//!   writer whose acknowledgement fails (the log is then poisoned) never completes, so
+//!   `visible` never passes what it applied.
+//! * **W5** A writer's slot holds its LSN from the moment it reserved it, and is marked
+//!   applied once its entries are in the memtable (or it wrote nothing). So a transaction
+//!   validating at seqno `c` can wait until every entry below `c` is applied without waiting
+//!   on a writer above `c` (which waits on it): no cycle, and the check sees every commit
+//!   ordered before it.
 //! * **W3** `log_start` (in the manifest) only moves to a memtable boundary `b` once every
 //!   batch below `b` is in a table whose addition the manifest made durable, and the log
 //!   is synced to `b` (else a crash could cut the log below `b` and new writes would reuse
@@ -128,10 +141,49 @@ pub(crate) struct State {
     pub(crate) builder: VersionBuilder,
 }
 
+/// The writers between registration and completion (W2), each with its slot (W5).
 #[derive(Default)]
 struct Inflight {
-    writers: BTreeMap<(u64, u64), ()>,
+    writers: BTreeMap<(u64, u64), Arc<Writer>>,
     next_ticket: u64,
+    /// Finished slots no one else holds, for reuse.
+    spare: Vec<Arc<Writer>>,
+}
+
+/// A writer's slot: its registration key, and what a validating transaction waits on
+/// (invariant W5).
+pub(crate) struct Writer {
+    key: std::sync::atomic::AtomicU64,
+    ticket: AtomicU64,
+    /// The record's LSN, [`NO_LSN`] until reserved.
+    lsn: AtomicU64,
+    applied: AtomicBool,
+}
+
+/// A writer slot's LSN before its reservation.
+const NO_LSN: u64 = u64::MAX;
+
+impl Writer {
+    fn new() -> Writer {
+        Writer {
+            key: AtomicU64::new(0),
+            ticket: AtomicU64::new(0),
+            lsn: AtomicU64::new(NO_LSN),
+            applied: AtomicBool::new(false),
+        }
+    }
+
+    fn reg_key(&self) -> (u64, u64) {
+        (self.key.load(SeqCst), self.ticket.load(SeqCst))
+    }
+
+    pub(crate) fn set_lsn(&self, lsn: u64) {
+        self.lsn.store(lsn, SeqCst);
+    }
+
+    pub(crate) fn set_applied(&self) {
+        self.applied.store(true, SeqCst);
+    }
 }
 
 #[derive(Default)]
@@ -191,6 +243,14 @@ pub(crate) struct DbInner {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Live `Db` handles.
     handles: std::sync::atomic::AtomicUsize,
+    /// The row and range locks of pessimistic transactions.
+    pub(crate) locks: crate::lock_table::LockTable,
+    /// Transaction ids, for the lock table (in memory only).
+    pub(crate) next_txn_id: AtomicU64,
+    /// Invariant T4 (`txn/mod.rs`): the first part record of each transaction written in
+    /// parts, with its commit seqno once it has one; the log start never passes a part whose
+    /// commit is not yet in a table.
+    pub(crate) log_pins: Mutex<BTreeMap<u64, Option<Seqno>>>,
 }
 
 impl Db {
@@ -297,7 +357,7 @@ impl DbInner {
 
     /// Converts a log error, poisoning the database (with the cause, for
     /// [`Db::background_error`] and [`Db::close`]) if the log is poisoned or failed an I/O.
-    fn on_wal_error(&self, e: silt_wal::Error) -> Error {
+    pub(crate) fn on_wal_error(&self, e: silt_wal::Error) -> Error {
         let e = Error::from(e);
         match &e {
             Error::Poisoned => {

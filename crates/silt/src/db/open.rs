@@ -226,6 +226,9 @@ impl Db {
             counters: Counters::default(),
             threads: Mutex::new(Vec::new()),
             handles: std::sync::atomic::AtomicUsize::new(1),
+            locks: Default::default(),
+            next_txn_id: AtomicU64::new(1),
+            log_pins: Mutex::new(BTreeMap::new()),
             opts,
         });
         let records_replayed = inner.replay(log_start)?;
@@ -250,29 +253,91 @@ impl DbInner {
             (s.cfs.keys().copied().collect(), s.next_cf_id)
         };
         let reader = self.wal.read_from(log_start)?;
+        let corrupt = |lsn: u64, reason: String| Error::Corruption {
+            file: self.dir.join("wal"),
+            offset: lsn,
+            reason,
+        };
+        // The parts of transactions whose commit record is still ahead
+        // (`docs/format/batch.md`): payloads by transaction id, in index order.
+        let mut parts: HashMap<u64, Vec<Vec<u8>>> = HashMap::new();
         for rec in reader {
             let rec = rec?;
-            let entries = batch::decode(&rec.payload).map_err(|e| Error::Corruption {
-                file: self.dir.join("wal"),
-                offset: rec.lsn,
-                reason: format!("log record at LSN {} holds a bad batch: {}", rec.lsn, e.0),
+            let record = batch::decode_record(&rec.payload).map_err(|e| {
+                corrupt(
+                    rec.lsn,
+                    format!("log record at LSN {} holds a bad batch: {}", rec.lsn, e.0),
+                )
             })?;
+            let (entries, done) = match record {
+                batch::Record::Batch(entries) => (entries, Vec::new()),
+                batch::Record::Part { txn, index, .. } => {
+                    let seen = parts.entry(txn).or_default();
+                    if seen.len() != index as usize {
+                        return Err(corrupt(
+                            rec.lsn,
+                            format!(
+                                "log record at LSN {} is part {index} of transaction {txn}, \
+                                 after {} of its parts",
+                                rec.lsn,
+                                seen.len()
+                            ),
+                        ));
+                    }
+                    if index == 0 {
+                        // T4 during replay too: a flush below must not move the log start
+                        // past these parts before their commit is in a table.
+                        self.log_pins.lock().insert(rec.lsn, None);
+                    }
+                    seen.push(rec.payload);
+                    continue;
+                }
+                batch::Record::Commit {
+                    txn,
+                    parts: n,
+                    entries,
+                } => {
+                    let done = parts.remove(&txn).unwrap_or_default();
+                    if let Some(pin) = self.log_pins.lock().get_mut(&txn) {
+                        *pin = Some(rec.lsn);
+                    }
+                    if done.len() != n as usize {
+                        return Err(corrupt(
+                            rec.lsn,
+                            format!(
+                                "log record at LSN {} commits transaction {txn} of {n} parts, \
+                                 but replay found {} of them",
+                                rec.lsn,
+                                done.len()
+                            ),
+                        ));
+                    }
+                    (entries, done)
+                }
+            };
+            let mut all = Vec::new();
+            for p in &done {
+                match batch::decode_record(p) {
+                    Ok(batch::Record::Part { entries, .. }) => all.extend(entries),
+                    _ => unreachable!("parts were decoded when they were read"),
+                }
+            }
+            all.extend(entries);
             // A dropped column family's writes are skipped; one the manifest never created
             // (an id at or above `next_cf_id`) means the manifest lost its creation.
-            if let Some(e) = entries.iter().find(|e| e.cf >= next_cf_id) {
-                return Err(Error::Corruption {
-                    file: self.dir.join("wal"),
-                    offset: rec.lsn,
-                    reason: format!(
+            if let Some(e) = all.iter().find(|e| e.cf >= next_cf_id) {
+                return Err(corrupt(
+                    rec.lsn,
+                    format!(
                         "log record at LSN {} writes to column family {}, which the manifest \
                          never created (next id {next_cf_id}): the manifest is older than \
                          the log",
                         rec.lsn, e.cf
                     ),
-                });
+                ));
             }
             let mem = self.sv.read().mems[0].clone();
-            apply(&mem, rec.lsn, &entries, |cf| live.contains(&cf));
+            apply(&mem, rec.lsn, &all, |cf| live.contains(&cf));
             replayed += 1;
             if mem.approx_bytes() >= self.opts.memtable_bytes {
                 let boundary = rec.lsn + 1;
@@ -282,6 +347,11 @@ impl DbInner {
                 }
                 self.flush_memtable(&mem, boundary)?;
             }
+        }
+        // Parts no commit record followed are dropped: nothing of them is applied.
+        let mut pins = self.log_pins.lock();
+        for txn in parts.keys() {
+            pins.remove(txn);
         }
         Ok(replayed)
     }

@@ -89,6 +89,10 @@ impl Db {
     }
 }
 
+/// A transaction's check at its commit's own seqno (step 3 of `db/mod.rs`), given the
+/// seqno and the committing writer's slot.
+pub(crate) type Validate<'a> = dyn FnMut(Seqno, &Arc<Writer>) -> Result<()> + 'a;
+
 impl DbInner {
     pub(super) fn write(&self, batch: &WriteBatch, opts: WriteOptions) -> Result<()> {
         if batch.is_empty() {
@@ -111,56 +115,147 @@ impl DbInner {
             }
         }
         self.maybe_stall()?;
-        let ticket = self.register();
-        let lsn = match self
-            .wal
-            .append_with(batch.payload(), AppendOptions { sync: opts.sync })
-        {
-            Ok(lsn) => lsn,
+        self.commit(batch.payload(), &entries, opts.sync, None)?;
+        Ok(())
+    }
+
+    /// The commit path of batches and transactions (steps 1-8 in `db/mod.rs`): logs
+    /// `payload` (whose decoded entries are `entries`) as one record, applies it at its
+    /// seqno, and returns the seqno once it is acknowledged and visible. `validate`, a
+    /// transaction's check, runs at step 3 with the commit's seqno and its writer slot;
+    /// if it fails, nothing is written (the reservation becomes a Void record) and its error
+    /// is returned.
+    pub(crate) fn commit(
+        &self,
+        payload: &[u8],
+        entries: &[batch::BatchEntry<'_>],
+        sync: Option<bool>,
+        validate: Option<&mut Validate<'_>>,
+    ) -> Result<Seqno> {
+        let w = self.register();
+        let res = match self.wal.reserve(payload.len(), AppendOptions { sync }) {
+            Ok(r) => r,
             Err(e) => {
-                self.complete(ticket);
+                self.complete(w);
                 return Err(self.on_wal_error(e));
             }
         };
-        if lsn > MAX_SEQNO {
-            self.complete(ticket);
+        let lsn = res.lsn();
+        w.set_lsn(lsn);
+        // OVERLAY_SEQNO (MAX_SEQNO) marks a transaction's own writes in its reads: no real
+        // entry may carry it.
+        if lsn >= MAX_SEQNO {
+            drop(res);
+            self.complete(w);
             self.poison(
                 "the log outgrew the 56-bit seqno space",
                 &Error::invalid(format!("log position {lsn} is past the largest seqno")),
             );
             return Err(Error::Poisoned);
         }
+        if let Some(validate) = validate {
+            if let Err(e) = validate(lsn, &w) {
+                let abandoned = res.abandon();
+                self.complete(w);
+                abandoned.map_err(|e| self.on_wal_error(e))?;
+                return Err(e);
+            }
+        }
+        let appended = match res.write(payload) {
+            Ok(a) => a,
+            Err(e) => {
+                self.complete(w);
+                return Err(self.on_wal_error(e));
+            }
+        };
         {
             let sv = self.sv.read();
             let mem = mem_for(&sv.mems, lsn);
-            apply(mem, lsn, &entries, |_| true);
+            apply(mem, lsn, entries, |_| true);
         }
-        self.complete(ticket);
+        w.set_applied();
+        if let Err(e) = appended.wait() {
+            // W2: never complete, so `visible` never passes entries that were applied but
+            // not acknowledged (the log is poisoned: no write is acknowledged any more).
+            return Err(self.on_wal_error(e));
+        }
+        self.complete(w);
         self.counters
             .user_bytes
-            .fetch_add(batch.encoded_bytes() as u64, SeqCst);
+            .fetch_add(payload.len() as u64, SeqCst);
         self.wait_visible(lsn + 1);
         self.maybe_rotate();
-        Ok(())
+        Ok(lsn)
     }
 
-    pub(super) fn register(&self) -> (u64, u64) {
+    /// Step 1: a slot for a writer, registered at the log's reservation watermark.
+    pub(super) fn register(&self) -> Arc<Writer> {
         let mut f = self.inflight.lock();
         let r0 = self.wal.reserved_lsn();
         let t = f.next_ticket;
         f.next_ticket += 1;
-        f.writers.insert((r0, t), ());
-        (r0, t)
+        let w = f.spare.pop().unwrap_or_else(|| Arc::new(Writer::new()));
+        w.key.store(r0, SeqCst);
+        w.ticket.store(t, SeqCst);
+        f.writers.insert((r0, t), w.clone());
+        w
     }
 
-    pub(super) fn complete(&self, ticket: (u64, u64)) {
+    /// Step 7: the writer leaves; `visible` moves to the oldest writer still registered.
+    /// A writer that completes has nothing left to apply (W5).
+    pub(super) fn complete(&self, w: Arc<Writer>) {
+        w.set_applied();
         let mut f = self.inflight.lock();
-        f.writers.remove(&ticket);
+        f.writers.remove(&w.reg_key());
         let v = match f.writers.keys().next() {
             Some((r0, _)) => *r0,
             None => self.wal.reserved_lsn(),
         };
         self.visible.fetch_max(v, SeqCst);
+        // Reuse the slot only if no validating transaction still looks at it: clones are
+        // taken under this lock, so the count cannot grow behind our back.
+        if Arc::strong_count(&w) == 1 && f.spare.len() < 64 {
+            w.lsn.store(NO_LSN, SeqCst);
+            w.applied.store(false, SeqCst);
+            f.spare.push(w);
+        }
+    }
+
+    /// Waits until every writer with an LSN below `below` has applied its entries (W5),
+    /// `me` excepted. A writer not yet reserved will reserve above `below` (the caller holds
+    /// the reservation at `below`) or is about to publish an LSN below it; neither waits on
+    /// the caller. Returns early if the database is poisoned.
+    pub(crate) fn wait_applied_below(&self, below: Seqno, me: Option<&Arc<Writer>>) {
+        let pending: Vec<Arc<Writer>> = {
+            let f = self.inflight.lock();
+            f.writers
+                .range(..(below, 0))
+                .map(|(_, w)| w)
+                .filter(|w| me.is_none_or(|me| !Arc::ptr_eq(w, me)))
+                .cloned()
+                .collect()
+        };
+        for w in pending {
+            let mut spins = 0u32;
+            loop {
+                if w.applied.load(SeqCst) {
+                    break;
+                }
+                let lsn = w.lsn.load(SeqCst);
+                if lsn != NO_LSN && lsn > below {
+                    break;
+                }
+                if self.poisoned.load(SeqCst) {
+                    return;
+                }
+                if spins < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
+                spins = spins.saturating_add(1);
+            }
+        }
     }
 
     /// Waits until `visible >= v`: writers registered before us finish in microseconds
@@ -180,7 +275,7 @@ impl DbInner {
         }
     }
 
-    pub(super) fn maybe_stall(&self) -> Result<()> {
+    pub(crate) fn maybe_stall(&self) -> Result<()> {
         let mut started: Option<Instant> = None;
         loop {
             self.check_writable()?;
@@ -272,6 +367,7 @@ pub(super) fn apply(
     entries: &[batch::BatchEntry<'_>],
     keep: impl Fn(u32) -> bool,
 ) {
+    mem.note_seqno(seqno);
     let mut splice = Splice::default();
     if entries.len() == 1 {
         let e = &entries[0];

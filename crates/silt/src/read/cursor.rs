@@ -1,6 +1,7 @@
 //! [`Cursor`]: seek anywhere in one column family, step both ways.
 
 use std::cmp::Ordering;
+use std::ops::Bound;
 
 use super::iter::{parse, Source, Walker};
 use super::{first_of, last_of, Bounds};
@@ -26,6 +27,9 @@ pub struct Cursor {
     walker: Option<Walker>,
     forward: bool,
     current: Option<Vec<u8>>,
+    /// In a transaction's read: the slot of the range the last steps covered, and that
+    /// range, which a step continuing from its edge widens instead of adding another.
+    run: Option<Run>,
 }
 
 impl std::fmt::Debug for Cursor {
@@ -37,6 +41,9 @@ impl std::fmt::Debug for Cursor {
     }
 }
 
+/// A covered range and its slot in a transaction's scan log.
+type Run = (usize, Bound<Vec<u8>>, Bound<Vec<u8>>);
+
 /// One pair, or none at the end.
 pub type Entry = Option<(Vec<u8>, Vec<u8>)>;
 
@@ -47,7 +54,35 @@ impl Cursor {
             walker: None,
             forward: true,
             current: None,
+            run: None,
         }
+    }
+
+    /// Records (in a transaction's read) that a step from `from` covered every key up to
+    /// where it landed, `r`'s key, or to the end of the column family in its direction.
+    fn cover(&mut self, from: Bound<Vec<u8>>, r: &Result<Entry>, forward: bool) {
+        if self.source.scans.is_none() {
+            return;
+        }
+        let Ok(e) = r else { return };
+        let landed = match e {
+            Some((k, _)) => Bound::Included(k.clone()),
+            None => Bound::Unbounded,
+        };
+        let (lo, hi) = if forward {
+            (from, landed)
+        } else {
+            (landed, from)
+        };
+        // Continue the last run when this step starts at its edge.
+        let (slot, lo, hi) = match self.run.take() {
+            Some((slot, rlo, rhi)) if forward && rhi == lo => (Some(slot), rlo, hi),
+            Some((slot, rlo, rhi)) if !forward && rlo == hi => (Some(slot), lo, rhi),
+            _ => (None, lo, hi),
+        };
+        let mut slot = slot;
+        self.source.cover(&mut slot, lo.clone(), hi.clone());
+        self.run = slot.map(|s| (s, lo, hi));
     }
 
     fn walker(&mut self) -> Result<&mut Walker> {
@@ -81,6 +116,7 @@ impl Cursor {
         let w = self.walker()?;
         w.m.seek(&first_of(key));
         let r = w.next_forward(None, &all);
+        self.cover(Bound::Included(key.to_vec()), &r, true);
         self.land(r, true)
     }
 
@@ -94,6 +130,7 @@ impl Cursor {
         let w = self.walker()?;
         w.m.seek_for_prev(&last_of(key));
         let r = w.next_backward(&all);
+        self.cover(Bound::Included(key.to_vec()), &r, false);
         self.land(r, false)
     }
 
@@ -116,6 +153,7 @@ impl Cursor {
         let w = self.walker()?;
         w.m.seek_to_last();
         let r = w.next_backward(&all);
+        self.cover(Bound::Unbounded, &r, false);
         self.land(r, false)
     }
 
@@ -138,6 +176,7 @@ impl Cursor {
             w.m.seek(&first_of(&cur));
         }
         let r = w.next_forward(Some(&cur), &all);
+        self.cover(Bound::Included(cur), &r, true);
         self.land(r, true)
     }
 
@@ -158,6 +197,7 @@ impl Cursor {
             w.m.prev();
         }
         let r = w.next_backward(&all);
+        self.cover(Bound::Included(cur), &r, false);
         self.land(r, false)
     }
 }

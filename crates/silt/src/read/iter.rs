@@ -5,6 +5,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use super::overlay::{Overlay, OverlayIter, ScanLog, ScanRange, OVERLAY_SEQNO};
 use super::{first_of, last_of, Bounds};
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIter};
@@ -14,12 +15,15 @@ use crate::version::{LevelIter, SuperVersion};
 
 /// What an iterator or cursor reads: a pinned super-version, one column family of it, and
 /// the seqno it reads at; or, if the family was not in that super-version, the error to
-/// report on the first step.
+/// report on the first step. A transaction's read adds its own writes (`overlay`) and
+/// records what it covered (`scans`).
 pub(crate) struct Source {
     pub(crate) sv: Arc<SuperVersion>,
     pub(crate) cf: u32,
     pub(crate) snapshot: Seqno,
     pub(crate) missing: Option<Error>,
+    pub(crate) overlay: Option<Arc<Overlay>>,
+    pub(crate) scans: Option<ScanLog>,
 }
 
 impl Source {
@@ -37,7 +41,28 @@ impl Source {
             cf,
             snapshot,
             missing,
+            overlay: None,
+            scans: None,
         }
+    }
+
+    /// This source with a transaction's own writes merged in, and its covered ranges
+    /// recorded in `scans`.
+    pub(crate) fn for_txn(
+        mut self,
+        overlay: Option<Arc<Overlay>>,
+        scans: Option<ScanLog>,
+    ) -> Source {
+        self.overlay = overlay.filter(|o| !o.is_empty());
+        self.scans = scans;
+        self
+    }
+
+    /// This source failing with `e` at its first step (a lock a transaction's scan needed
+    /// was not granted).
+    pub(crate) fn failing(mut self, e: Error) -> Source {
+        self.missing = Some(e);
+        self
     }
 
     pub(crate) fn walker(&self) -> Result<Walker> {
@@ -45,20 +70,42 @@ impl Source {
             return Err(e.duplicate());
         }
         Ok(Walker {
-            m: merged(&self.sv, self.cf)?,
+            m: merged(&self.sv, self.cf, self.overlay.as_ref())?,
             snapshot: self.snapshot,
             version: self.sv.version.clone(),
         })
     }
+
+    /// Records that `lo..hi` was covered, in `slot` if the read has one already.
+    pub(crate) fn cover(&self, slot: &mut Option<usize>, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) {
+        let Some(log) = &self.scans else { return };
+        let r = ScanRange {
+            cf: self.cf,
+            lo,
+            hi,
+        };
+        match slot {
+            Some(i) => log.set(*i, r),
+            None => *slot = Some(log.push(r)),
+        }
+    }
 }
 
-/// Builds the merged cursor over one column family of a super-version. The caller checked
-/// that the family is in it (`Source::new`).
-pub(crate) fn merged(sv: &SuperVersion, cf: u32) -> Result<MergingIter> {
+/// Builds the merged cursor over one column family of a super-version, with a
+/// transaction's own writes on top if it has any. The caller checked that the family is in
+/// it (`Source::new`).
+pub(crate) fn merged(
+    sv: &SuperVersion,
+    cf: u32,
+    overlay: Option<&Arc<Overlay>>,
+) -> Result<MergingIter> {
     let Some(cfv) = sv.version.cfs.get(&cf) else {
         return Err(Error::ColumnFamilyNotFound(format!("(id {cf})")));
     };
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    if let Some(ov) = overlay {
+        children.push(Box::new(OverlayIter::new(ov.clone())));
+    }
     for m in &sv.mems {
         children.push(Box::new(m.iter(cf)));
     }
@@ -100,7 +147,7 @@ impl Walker {
         let mut skip: Option<Vec<u8>> = skip.map(|s| s.to_vec());
         while self.m.valid() {
             let p = parse(self.m.key())?;
-            if p.seqno >= self.snapshot || skip.as_deref() == Some(p.user_key) {
+            if !visible(p.seqno, self.snapshot) || skip.as_deref() == Some(p.user_key) {
                 self.m.next();
                 continue;
             }
@@ -134,7 +181,7 @@ impl Walker {
                 if p.user_key != uk.as_slice() {
                     break;
                 }
-                if p.seqno < self.snapshot {
+                if visible(p.seqno, self.snapshot) {
                     best = Some((p.kind, self.m.value().to_vec()));
                 }
                 self.m.prev();
@@ -150,6 +197,12 @@ impl Walker {
         self.error()?;
         Ok(None)
     }
+}
+
+/// Whether an entry at `seqno` is visible to a read at `snapshot`: committed before it, or
+/// the reading transaction's own write.
+fn visible(seqno: Seqno, snapshot: Seqno) -> bool {
+    seqno < snapshot || seqno == OVERLAY_SEQNO
 }
 
 pub(crate) fn parse(ikey: &[u8]) -> Result<key::ParsedKey<'_>> {
@@ -171,6 +224,9 @@ pub struct Iter {
     last_front: Option<Vec<u8>>,
     last_back: Option<Vec<u8>>,
     done: bool,
+    /// Where each end records what it covered, in a transaction's read.
+    front_slot: Option<usize>,
+    back_slot: Option<usize>,
 }
 
 impl std::fmt::Debug for Iter {
@@ -192,6 +248,25 @@ impl Iter {
             last_front: None,
             last_back: None,
             done: false,
+            front_slot: None,
+            back_slot: None,
+        }
+    }
+
+    /// Records what the front end covered: from the range's start to `to` (the key it
+    /// returned, or the range's end when it ran out).
+    fn cover_front(&mut self, to: Bound<Vec<u8>>) {
+        if self.source.scans.is_some() {
+            let lo = self.bounds.lo.clone();
+            self.source.cover(&mut self.front_slot, lo, to);
+        }
+    }
+
+    /// Records what the back end covered: from `from` to the range's end.
+    fn cover_back(&mut self, from: Bound<Vec<u8>>) {
+        if self.source.scans.is_some() {
+            let hi = self.bounds.hi.clone();
+            self.source.cover(&mut self.back_slot, from, hi);
         }
     }
 
@@ -241,14 +316,19 @@ impl Iterator for Iter {
             Ok(Some((k, v))) => {
                 if let Some(b) = &self.last_back {
                     if k.as_slice() >= b.as_slice() {
+                        // The two ends met: nothing lies between them.
+                        self.cover_front(Bound::Included(k));
                         self.done = true;
                         return None;
                     }
                 }
+                self.cover_front(Bound::Included(k.clone()));
                 self.last_front = Some(k.clone());
                 Some(Ok((k, v)))
             }
             Ok(None) => {
+                let hi = self.bounds.hi.clone();
+                self.cover_front(hi);
                 self.done = true;
                 None
             }
@@ -269,14 +349,18 @@ impl DoubleEndedIterator for Iter {
             Ok(Some((k, v))) => {
                 if let Some(f) = &self.last_front {
                     if k.as_slice() <= f.as_slice() {
+                        self.cover_back(Bound::Included(k));
                         self.done = true;
                         return None;
                     }
                 }
+                self.cover_back(Bound::Included(k.clone()));
                 self.last_back = Some(k.clone());
                 Some(Ok((k, v)))
             }
             Ok(None) => {
+                let lo = self.bounds.lo.clone();
+                self.cover_back(lo);
                 self.done = true;
                 None
             }
@@ -375,7 +459,7 @@ mod tests {
                     );
                 }
             }
-            let mut m = merged(&sv, 0).unwrap();
+            let mut m = merged(&sv, 0, None).unwrap();
             let f = collect(&mut m, false);
             let b = collect(&mut m, true);
             assert!(

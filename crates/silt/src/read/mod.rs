@@ -22,10 +22,12 @@ use crate::key::{self, KIND_SEEK, MAX_SEQNO};
 
 mod cursor;
 mod iter;
+mod overlay;
 
 pub use cursor::{Cursor, Entry};
 pub use iter::Iter;
 pub(crate) use iter::Source;
+pub(crate) use overlay::{Overlay, ScanLog, ScanRange};
 
 /// A key range with owned bounds.
 #[derive(Clone, Debug)]
