@@ -89,3 +89,20 @@ class ConflictError(SiltError):
     ``with db.transaction() as txn:`` raises this from its commit, and the caller retries
     the transaction.
     """
+
+
+# Shown as silt.XxxError in tracebacks and reprs: the package is where users import them.
+for _cls in (
+    SiltError,
+    IoError,
+    NoSpaceError,
+    CorruptionError,
+    PoisonedError,
+    InvalidArgumentError,
+    ColumnFamilyNotFoundError,
+    ClosedError,
+    LockedError,
+    ConflictError,
+):
+    _cls.__module__ = "silt"
+del _cls
