@@ -9,7 +9,7 @@ debugger's code, not silt).
 Workloads, one database per engine in a fresh directory, one call per operation (what a
 Python program does; no batching), 16-byte keys and 100-byte values:
 
-* ``fill``: ``--keys`` puts in random order, not synced (each engine's default
+* ``fill``: ``--keys`` (default 100,000) puts in random order, not synced (each engine's default
   durability: in the OS on return);
 * ``random read``: ``--keys`` gets of random existing keys;
 * ``scan``: every pair, in key order, once;
@@ -33,8 +33,9 @@ How each peer is configured (its closest equivalent of the same promise):
   the non-durable rows and ``FULL`` for the durable ones; one connection per thread,
   ``busy_timeout`` 60 s.
 
-Prints one markdown table (operations per second, higher is better) and writes it with
-the raw figures as JSON beside it (``--out``).
+Runs ``--repeat`` rounds (default 3), each running every engine once in turn, and prints
+one markdown table of each cell's median (operations per second, higher is better); the
+JSON file (``--out``) has every round's figures too.
 """
 
 import argparse
@@ -382,34 +383,61 @@ def table(results: Dict[str, Dict[str, Any]], rows: List[str]) -> str:
     return "\n".join(lines)
 
 
+def median_runs(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Per workload, the run with the median ops/s (all runs' ops/s kept beside it)."""
+    out: Dict[str, Any] = {"version": runs[0]["version"]}
+    for row in runs[0]:
+        if row == "version":
+            continue
+        ordered = sorted((r[row] for r in runs), key=lambda r: r["ops_per_s"])
+        med = dict(ordered[len(ordered) // 2])
+        med["all_ops_per_s"] = [r[row]["ops_per_s"] for r in runs]
+        out[row] = med
+    return out
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m silt.bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--keys", type=int, default=200_000, help="keys for fill, read, scan (200000)")
-    p.add_argument("--seconds", type=float, default=3.0, help="seconds per durable row (3)")
+    p.add_argument("--keys", type=int, default=100_000, help="keys for fill, read, scan (100000)")
+    p.add_argument("--seconds", type=float, default=2.0, help="seconds per durable row (2)")
     p.add_argument("--threads", type=int, default=4, help="threads of the second durable row (4)")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="rounds; each runs every engine once, in turn, and the table shows each "
+        "cell's median (3)",
+    )
     p.add_argument(
         "--engines", default=",".join(ENGINES), help="comma-separated: " + ",".join(ENGINES)
     )
     p.add_argument("--dir", default=None, help="where the databases go (a new temporary directory)")
     p.add_argument("--out", default="silt-bench-python.json", help="JSON results (silt-bench-python.json)")
     args = p.parse_args(argv)
-    root = tempfile.mkdtemp(prefix="silt-bench-", dir=args.dir)
-    results: Dict[str, Dict[str, Any]] = {}
+    names = []
     skipped: Dict[str, str] = {}
+    for name in args.engines.split(","):
+        if name not in ENGINES:
+            p.error("unknown engine %r" % name)
+        try:
+            ENGINES[name]().version()
+        except ImportError as e:
+            skipped[name] = "not installed (%s)" % e
+            print("%s: skipped, %s" % (name, skipped[name]), file=sys.stderr)
+            continue
+        names.append(name)
+    root = tempfile.mkdtemp(prefix="silt-bench-", dir=args.dir)
+    runs: Dict[str, List[Dict[str, Any]]] = {n: [] for n in names}
     try:
-        for name in args.engines.split(","):
-            if name not in ENGINES:
-                p.error("unknown engine %r" % name)
-            try:
-                ENGINES[name]().version()
-            except ImportError as e:
-                skipped[name] = "not installed (%s)" % e
-                print("%s: skipped, %s" % (name, skipped[name]), file=sys.stderr)
-                continue
-            print("%s ..." % name, file=sys.stderr, flush=True)
-            results[name] = run_engine(name, args, root)
+        # Rounds interleave the engines, so a change in the machine's load over the run
+        # is shared by all of them rather than landing on one.
+        for rnd in range(args.repeat):
+            for name in names:
+                print("round %d/%d: %s ..." % (rnd + 1, args.repeat, name), file=sys.stderr, flush=True)
+                runs[name].append(run_engine(name, args, root))
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    results = {n: median_runs(runs[n]) for n in names}
     rows = ["fill", "random read", "scan", "durable, 1 thread", "durable, %d threads" % args.threads]
     md = table(results, rows)
     print(md)
@@ -422,7 +450,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "skipped": skipped,
     }
     with open(args.out, "w") as f:
-        json.dump({"meta": meta, "results": results, "table": md}, f, indent=2)
+        json.dump({"meta": meta, "results": results, "runs": runs, "table": md}, f, indent=2)
     return 0
 
 
