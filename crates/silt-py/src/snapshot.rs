@@ -170,7 +170,8 @@ impl Snapshot {
     #[getter]
     fn seqno(&self, py: Python<'_>) -> PyResult<u64> {
         View::Snapshot(self.state.clone()).check_open(py, &self.shared)?;
-        let s = self.state.snap.read().as_ref().map(|s| s.seqno());
+        // The lock without the GIL: a thread reading through the snapshot holds it so.
+        let s = py.detach(|| self.state.snap.read().as_ref().map(|s| s.seqno()));
         s.ok_or_else(|| crate::errors::closed(py, "the snapshot"))
     }
 
