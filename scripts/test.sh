@@ -34,3 +34,6 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 
 stage "tests (unit, property, concurrency, power loss, kill -9, fuzz corpus)"
 cargo test --workspace --all-features
+
+stage "Python package: wheel (maturin), pytest in a virtual environment"
+bash scripts/py-test.sh

@@ -1,0 +1,431 @@
+//! `silt.Db`: an open database, dict-like, with column families, batches, snapshots and
+//! iterators. Each method converts its arguments, then calls the engine with the GIL
+//! released (`Shared::call`); the operations it shares with `ColumnFamily` and
+//! `Snapshot` are in `ops.rs` and `iter.rs`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyType};
+
+use crate::batch::WriteBatch;
+use crate::cf::ColumnFamily;
+use crate::iter::{Iter, Mode, Spec};
+use crate::ops;
+use crate::options;
+use crate::shared::Shared;
+use crate::snapshot::Snapshot;
+use crate::view::{SnapshotState, Target, View};
+
+/// An open silt database: an embedded, durable key-value store (an LSM tree).
+///
+///     with silt.Db("/var/lib/app/db", sync="full") as db:
+///         db[b"user/1"] = b"ada"
+///         assert db[b"user/1"] == b"ada"
+///         for key, value in db.prefix(b"user/"):
+///             ...
+///
+/// Keys and values are bytes (bytearray and memoryview are accepted too); reads return
+/// bytes. With `str_keys=True` a str key is accepted and encoded as UTF-8.
+///
+/// Dict-like: `db[k]` (KeyError if absent), `db[k] = v`, `del db[k]` (a no-op for an
+/// absent key: telling would cost a read), `k in db`, `db.get(k, default)`, `iter(db)`
+/// (the keys, in order). There is no `len(db)`: the engine keeps no count of live keys
+/// (a delete is a blind tombstone), so it would be a full scan; count with
+/// `sum(1 for _ in db.keys())` when you mean to.
+///
+/// Every method that can wait on the disk or a lock releases the GIL, so threads run in
+/// parallel and concurrent durable writes share one fdatasync (group commit).
+///
+/// Options (keyword arguments; defaults are the engine's):
+///   sync="none"            when a write is acknowledged: "none" (in the OS: a process
+///                          crash loses nothing, a machine crash may lose the last
+///                          writes), "interval" (plus a background fdatasync every
+///                          sync_interval seconds, default 0.01), or "full" (after an
+///                          fdatasync shared by concurrent writers). Per write:
+///                          sync=True/False.
+///   sync_interval=0.01     seconds between background syncs, with sync="interval".
+///   str_keys=False         accept str keys, encoded as UTF-8.
+///   create_if_missing=True, paranoid_checks=True,
+///   memtable_bytes=64 MiB, immutable_memtables_max=2, block_cache_bytes=64 MiB,
+///   table_cache_tables=4096, block_size_bytes=4096, bloom_bits_per_key=10,
+///   compression="none" ("lz4", "zstd", "zstd:LEVEL"), level_size_ratio=10,
+///   level_base_bytes=256 MiB, table_target_bytes=64 MiB, l0_compaction_trigger=4,
+///   l0_stall_tables=20, background_threads=2, wal_segment_bytes=64 MiB,
+///   blob_threshold_bytes=1024 (None keeps every value in the tables),
+///   blob_gc_garbage_ratio=0.5.
+///
+/// Raises silt.LockedError if another handle (another process, or another open Db of
+/// this process) holds the directory, silt.IoError / silt.CorruptionError if it cannot
+/// be opened. Close it with close() or a `with` block: that waits for background work,
+/// and everything acknowledged stays recoverable.
+#[pyclass(frozen, mapping, module = "silt", name = "Db")]
+pub struct Db {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Db {
+    fn target(&self, py: Python<'_>, cf: Option<&Bound<'_, PyAny>>) -> PyResult<Target> {
+        Target::from_arg(py, &self.shared, cf)
+    }
+
+    fn iter(
+        &self,
+        py: Python<'_>,
+        spec: Spec,
+        reverse: bool,
+        cf: Option<&Bound<'_, PyAny>>,
+        mode: Mode,
+    ) -> PyResult<Iter> {
+        let target = self.target(py, cf)?;
+        Iter::new(py, &self.shared, View::Latest, target, spec, reverse, mode)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn iter_args(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        cf: Option<&Bound<'_, PyAny>>,
+        mode: Mode,
+    ) -> PyResult<Iter> {
+        let spec = Spec::from_args(py, &self.shared, start, end, prefix)?;
+        self.iter(py, spec, reverse, cf, mode)
+    }
+}
+
+#[pymethods]
+impl Db {
+    #[new]
+    #[pyo3(signature = (path, **options))]
+    fn new(py: Python<'_>, path: PathBuf, options: Option<&Bound<'_, PyDict>>) -> PyResult<Db> {
+        let parsed = options::parse(py, path.clone(), options)?;
+        let db = py
+            .detach(|| parsed.builder.open())
+            .map_err(|e| crate::errors::to_py(py, e))?;
+        Ok(Db {
+            shared: Arc::new(Shared::new(db, path, parsed.str_keys)),
+        })
+    }
+
+    /// The value of `key`, or `default` if it is absent. `cf` names the column family
+    /// (a ColumnFamily or its name; the default one if None).
+    #[pyo3(signature = (key, default=None, *, cf=None))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: Option<Bound<'py, PyAny>>,
+        cf: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let target = self.target(py, cf)?;
+        Ok(ops::get(py, &self.shared, &View::Latest, target, key)?
+            .map(Bound::into_any)
+            .or(default))
+    }
+
+    /// Writes `value` under `key`. `sync=True` acknowledges only once durable (an
+    /// fdatasync shared with concurrent writers), `sync=False` once in the OS, None as
+    /// the database's sync mode.
+    #[pyo3(signature = (key, value, *, cf=None, sync=None))]
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        cf: Option<&Bound<'_, PyAny>>,
+        sync: Option<bool>,
+    ) -> PyResult<()> {
+        let target = self.target(py, cf)?;
+        ops::put(py, &self.shared, target, key, value, sync)
+    }
+
+    /// Deletes `key` (a no-op if it is absent). `sync` as for put.
+    #[pyo3(signature = (key, *, cf=None, sync=None))]
+    fn delete(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        cf: Option<&Bound<'_, PyAny>>,
+        sync: Option<bool>,
+    ) -> PyResult<()> {
+        let target = self.target(py, cf)?;
+        ops::delete(py, &self.shared, target, key, sync)
+    }
+
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let target = self.target(py, None)?;
+        Ok(ops::get_item(py, &self.shared, &View::Latest, target, key)?.into_any())
+    }
+
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.put(py, key, value, None, None)
+    }
+
+    fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.delete(py, key, None, None)
+    }
+
+    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let target = self.target(py, None)?;
+        ops::contains(py, &self.shared, &View::Latest, target, key)
+    }
+
+    /// The keys of the default column family, in order.
+    fn __iter__(&self, py: Python<'_>) -> PyResult<Iter> {
+        self.iter_args(py, None, None, None, false, None, Mode::Keys)
+    }
+
+    /// The (key, value) pairs with start <= key < end (None: unbounded), in key order,
+    /// or descending with reverse=True. One consistent view, as of the call.
+    #[pyo3(signature = (start=None, end=None, *, reverse=false, cf=None))]
+    fn range(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        cf: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Iter> {
+        self.iter_args(py, start, end, None, reverse, cf, Mode::Items)
+    }
+
+    /// The (key, value) pairs whose key starts with `prefix`, in key order (or reverse).
+    #[pyo3(signature = (prefix, *, reverse=false, cf=None))]
+    fn prefix(
+        &self,
+        py: Python<'_>,
+        prefix: &Bound<'_, PyAny>,
+        reverse: bool,
+        cf: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Iter> {
+        self.iter_args(py, None, None, Some(prefix), reverse, cf, Mode::Items)
+    }
+
+    /// The keys with start <= key < end, or with `prefix` (not both), in order.
+    #[pyo3(signature = (start=None, end=None, *, prefix=None, reverse=false, cf=None))]
+    fn keys(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        cf: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Iter> {
+        self.iter_args(py, start, end, prefix, reverse, cf, Mode::Keys)
+    }
+
+    /// The values of the keys with start <= key < end, or with `prefix`, in key order.
+    #[pyo3(signature = (start=None, end=None, *, prefix=None, reverse=false, cf=None))]
+    fn values(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        cf: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Iter> {
+        self.iter_args(py, start, end, prefix, reverse, cf, Mode::Values)
+    }
+
+    /// The (key, value) pairs with start <= key < end, or with `prefix`, in key order.
+    #[pyo3(signature = (start=None, end=None, *, prefix=None, reverse=false, cf=None))]
+    fn items(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        cf: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Iter> {
+        self.iter_args(py, start, end, prefix, reverse, cf, Mode::Items)
+    }
+
+    /// A new, empty WriteBatch for this database: its writes are applied all or nothing,
+    /// across column families. Used as a context manager, it is written when the block
+    /// ends without an exception (and discarded if one is raised):
+    ///
+    ///     with db.batch(sync=True) as b:
+    ///         b[b"a"] = b"1"
+    ///         b.delete(b"b", cf="users")
+    #[pyo3(signature = (*, sync=None))]
+    fn batch(&self, py: Python<'_>, sync: Option<bool>) -> PyResult<WriteBatch> {
+        self.shared.check_open(py)?;
+        Ok(WriteBatch::new(self.shared.clone(), sync))
+    }
+
+    /// Writes `batch` atomically; then it is empty (if the write fails it keeps its
+    /// writes, to retry). `sync` as for put; None uses the batch's own, then the
+    /// database's.
+    #[pyo3(signature = (batch, *, sync=None))]
+    fn write(
+        &self,
+        py: Python<'_>,
+        batch: &Bound<'_, WriteBatch>,
+        sync: Option<bool>,
+    ) -> PyResult<()> {
+        batch.get().write_to(py, &self.shared, sync)
+    }
+
+    /// A consistent read view: it sees exactly the writes acknowledged before it was
+    /// taken, and keeps what it sees from compaction until closed (use it in a `with`
+    /// block, or call close()).
+    fn snapshot(&self, py: Python<'_>) -> PyResult<Snapshot> {
+        let snap = self.shared.call(py, |db| Ok(db.snapshot()))?;
+        Ok(Snapshot {
+            shared: self.shared.clone(),
+            state: Arc::new(SnapshotState::new(snap)),
+        })
+    }
+
+    /// Creates the column family `name` (durably), or returns it if it exists.
+    fn create_cf(&self, py: Python<'_>, name: &str) -> PyResult<ColumnFamily> {
+        let cf = self.shared.call(py, |db| db.create_cf(name))?;
+        Ok(ColumnFamily {
+            shared: self.shared.clone(),
+            cf,
+        })
+    }
+
+    /// The column family `name`; ColumnFamilyNotFoundError if there is none.
+    fn cf(&self, py: Python<'_>, name: &str) -> PyResult<ColumnFamily> {
+        let cf = self.shared.call(py, |db| db.cf(name))?;
+        Ok(ColumnFamily {
+            shared: self.shared.clone(),
+            cf,
+        })
+    }
+
+    /// Drops a column family (a ColumnFamily or its name): its data is unreachable at
+    /// once, its files are deleted when no reader uses them. The default one cannot be
+    /// dropped.
+    fn drop_cf(&self, py: Python<'_>, cf: &Bound<'_, PyAny>) -> PyResult<()> {
+        let target = self.target(py, Some(cf))?;
+        self.shared.call(py, |db| {
+            let name = match target {
+                Target::Handle(h) => h.name().to_string(),
+                Target::Name(n) => n,
+            };
+            db.drop_cf(&name)
+        })
+    }
+
+    /// The names of every column family, in creation order ("default" first).
+    fn list_cfs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let names = self.shared.call(py, |db| Ok(db.list_cfs()))?;
+        PyList::new(py, names)
+    }
+
+    /// Makes every acknowledged write durable (one fdatasync, shared).
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        self.shared.call(py, |db| db.sync())
+    }
+
+    /// Writes the memtable to a table now (also done in the background).
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.shared.call(py, |db| db.flush())
+    }
+
+    /// Compacts the keys with start <= key <= end (None: unbounded) of a column family
+    /// down the levels, and waits for it.
+    #[pyo3(signature = (start=None, end=None, *, cf=None))]
+    fn compact_range(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        cf: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let target = self.target(py, cf)?;
+        let lo = crate::convert::bound(start, self.shared.str_keys, true)?;
+        let hi = crate::convert::bound(end, self.shared.str_keys, true)?;
+        self.shared.call(py, |db| {
+            let cf = target.resolve(db)?;
+            db.compact_range_cf(&cf, (lo, hi))
+        })
+    }
+
+    /// Counters and sizes, as a dict: per level tables and bytes, memtable bytes, cache
+    /// hits and misses, bytes written by users, the log, flushes and compactions, the
+    /// log's fdatasync count (`wal_fsyncs`), write amplification, stalls, blob files.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.shared.call(py, |db| Ok(db.stats()))?;
+        crate::stats::to_dict(py, &s)
+    }
+
+    /// Why the database is poisoned (no longer accepts writes), if it is; else None.
+    fn background_error(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        self.shared.call(py, |db| Ok(db.background_error()))
+    }
+
+    /// Closes the database: waits for calls in flight and background work; everything
+    /// acknowledged stays recoverable. Every later call through it, its column
+    /// families, snapshots, batches and iterators raises ClosedError. Closing twice does
+    /// nothing. Raises the failure that poisoned the database, if one did.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.shared.close(py)
+    }
+
+    /// Whether close() ran.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.shared.is_closed()
+    }
+
+    /// The database directory.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.shared.path.clone()
+    }
+
+    /// Whether str keys are accepted (the option str_keys).
+    #[getter]
+    fn str_keys(&self) -> bool {
+        self.shared.str_keys
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    /// Closes the database (whether the block raised or not).
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyType>>,
+        exc_value: Option<&Bound<'_, PyAny>>,
+        traceback: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let _ = (exc_type, exc_value, traceback);
+        self.shared.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.shared.is_closed() {
+            "closed"
+        } else {
+            "open"
+        };
+        format!(
+            "<silt.Db {:?} {state}>",
+            self.shared.path.display().to_string()
+        )
+    }
+}

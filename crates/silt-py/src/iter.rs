@@ -1,0 +1,251 @@
+//! `silt.Iter`: the Python iterator over a key range of a database or snapshot
+//! (`range`, `prefix`, `keys`, `values`, `items`, and `iter(db)`).
+//!
+//! Ownership across the boundary: the engine's `silt::Iter` owns what it reads (it pins
+//! the super-version it started on: memtables and tables, not the database), and this
+//! object owns the engine iterator and an `Arc` of the database's [`Shared`] state. So an
+//! iterator is safe however long Python keeps it, and keeps the database open while it
+//! lives (`for k in silt.Db(p).keys()` works). It sees one consistent state: the writes
+//! acknowledged before it was created (or the snapshot's).
+//!
+//! Invariants:
+//! * after `Db.close()` (or `Snapshot.close()` for a snapshot's iterator) `__next__`
+//!   raises `silt.ClosedError`, also for pairs already buffered;
+//! * pairs are read ahead in chunks, with the GIL released once per chunk rather than once
+//!   per pair. A chunk starts at 8 pairs and doubles up to 1024 (or 1 MiB of keys and
+//!   values), so a short scan or `next(it)` reads little and a long scan pays little per
+//!   pair. An engine error met while reading ahead is raised after the pairs before it,
+//!   exactly where a pair-by-pair walk would have met it; the iterator then ends;
+//! * the state's mutex is taken blocking only with the GIL released, and only `try_lock`
+//!   while holding it, so two threads sharing one iterator cannot deadlock on the GIL.
+
+use std::collections::VecDeque;
+use std::ops::Bound as RangeBound;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+use crate::convert;
+use crate::errors;
+use crate::shared::Shared;
+use crate::view::{Target, View};
+
+/// What the iterator yields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// `(key, value)` tuples.
+    Items,
+    /// Keys.
+    Keys,
+    /// Values.
+    Values,
+}
+
+/// Which pairs: a range, or the keys with a prefix.
+pub(crate) enum Spec {
+    Range {
+        lo: RangeBound<Vec<u8>>,
+        hi: RangeBound<Vec<u8>>,
+    },
+    Prefix(Vec<u8>),
+}
+
+impl Spec {
+    /// From the arguments `start` (inclusive), `end` (exclusive) and `prefix`.
+    pub(crate) fn from_args(
+        py: Python<'_>,
+        shared: &Shared,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Spec> {
+        match prefix.filter(|p| !p.is_none()) {
+            Some(p) => {
+                let given = |o: Option<&Bound<'_, PyAny>>| o.is_some_and(|o| !o.is_none());
+                if given(start) || given(end) {
+                    return Err(errors::invalid(
+                        py,
+                        "give either prefix or start/end, not both",
+                    ));
+                }
+                Ok(Spec::Prefix(convert::key(p, shared.str_keys)?.into_owned()))
+            }
+            None => Ok(Spec::Range {
+                lo: convert::bound(start, shared.str_keys, true)?,
+                hi: convert::bound(end, shared.str_keys, false)?,
+            }),
+        }
+    }
+}
+
+/// Pairs read ahead per chunk: the first, and the most.
+const CHUNK_FIRST: usize = 8;
+const CHUNK_MAX: usize = 1024;
+/// Key and value bytes read ahead per chunk at most (a chunk holds at least one pair).
+const CHUNK_BYTES_MAX: usize = 1 << 20;
+
+type Pair = (Vec<u8>, Vec<u8>);
+
+struct State {
+    /// `None` once exhausted or closed: dropping it unpins what it read.
+    it: Option<silt::Iter>,
+    reverse: bool,
+    buf: VecDeque<Pair>,
+    /// An error met while reading ahead, raised once `buf` is drained.
+    error: Option<silt::Error>,
+    chunk: usize,
+}
+
+impl State {
+    /// The next pair, reading a chunk ahead if none is buffered.
+    fn next(&mut self) -> silt::Result<Option<Pair>> {
+        if self.buf.is_empty() && self.error.is_none() {
+            self.fill();
+        }
+        if let Some(p) = self.buf.pop_front() {
+            return Ok(Some(p));
+        }
+        match self.error.take() {
+            Some(e) => Err(e),
+            None => Ok(None),
+        }
+    }
+
+    fn fill(&mut self) {
+        let Some(it) = self.it.as_mut() else {
+            return;
+        };
+        let mut bytes = 0;
+        while self.buf.len() < self.chunk && bytes < CHUNK_BYTES_MAX {
+            let step = if self.reverse {
+                it.next_back()
+            } else {
+                it.next()
+            };
+            match step {
+                Some(Ok(p)) => {
+                    bytes += p.0.len() + p.1.len();
+                    self.buf.push_back(p);
+                }
+                Some(Err(e)) => {
+                    self.error = Some(e);
+                    self.it = None;
+                    break;
+                }
+                None => {
+                    self.it = None;
+                    break;
+                }
+            }
+        }
+        self.chunk = (self.chunk * 2).min(CHUNK_MAX);
+    }
+}
+
+/// An iterator over a key range of a database or snapshot, in key order (or reverse key
+/// order). Made by `Db.range`, `Db.prefix`, `Db.keys`, `Db.values`, `Db.items` and
+/// `iter(db)`, and the same methods of `ColumnFamily` and `Snapshot`.
+///
+/// It sees one consistent state, the writes acknowledged before it was made (a
+/// snapshot's iterator sees the snapshot), however long it lives, and it keeps the
+/// database open while it lives. `close()` releases what it holds before it is
+/// garbage-collected. After the database is closed it raises `silt.ClosedError`.
+#[pyclass(frozen, module = "silt", name = "Iter")]
+pub struct Iter {
+    shared: Arc<Shared>,
+    view: View,
+    mode: Mode,
+    state: Mutex<State>,
+}
+
+impl Iter {
+    /// An iterator over `spec` of column family `target` in `view`.
+    pub(crate) fn new(
+        py: Python<'_>,
+        shared: &Arc<Shared>,
+        view: View,
+        target: Target,
+        spec: Spec,
+        reverse: bool,
+        mode: Mode,
+    ) -> PyResult<Iter> {
+        let it = view.read(py, shared, |db, reader| {
+            let cf = target.resolve(db)?;
+            Ok(match spec {
+                Spec::Range { lo, hi } => reader.range(&cf, lo, hi),
+                Spec::Prefix(p) => reader.prefix(&cf, &p),
+            })
+        })?;
+        Ok(Iter {
+            shared: shared.clone(),
+            view,
+            mode,
+            state: Mutex::new(State {
+                it: Some(it),
+                reverse,
+                buf: VecDeque::new(),
+                error: None,
+                chunk: CHUNK_FIRST,
+            }),
+        })
+    }
+
+    fn convert<'py>(&self, py: Python<'py>, (k, v): Pair) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match self.mode {
+            Mode::Items => {
+                PyTuple::new(py, [convert::out(py, &k), convert::out(py, &v)])?.into_any()
+            }
+            Mode::Keys => convert::out(py, &k).into_any(),
+            Mode::Values => convert::out(py, &v).into_any(),
+        })
+    }
+}
+
+#[pymethods]
+impl Iter {
+    // Python's iterator protocol, not a constructor of `Iter`.
+    #[allow(clippy::self_named_constructors)]
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.view.check_open(py, &self.shared)?;
+        // A buffered pair, without releasing the GIL (never block on the lock here).
+        if let Some(mut st) = self.state.try_lock() {
+            if let Some(p) = st.buf.pop_front() {
+                drop(st);
+                return self.convert(py, p).map(Some);
+            }
+        }
+        let r = py.detach(|| self.state.lock().next());
+        match r {
+            Ok(Some(p)) => self.convert(py, p).map(Some),
+            Ok(None) => Ok(None),
+            Err(e) => Err(errors::to_py(py, e)),
+        }
+    }
+
+    /// Releases the iterator's pinned state now; it then yields nothing more.
+    fn close(&self, py: Python<'_>) {
+        // With the GIL released: dropping the engine iterator may drop the last reference
+        // to tables and close their files.
+        py.detach(|| {
+            let mut st = self.state.lock();
+            st.buf.clear();
+            st.error = None;
+            st.it = None;
+        });
+    }
+
+    fn __repr__(&self) -> String {
+        let what = match self.mode {
+            Mode::Items => "items",
+            Mode::Keys => "keys",
+            Mode::Values => "values",
+        };
+        format!("<silt.Iter of {what} in {}>", self.shared.path.display())
+    }
+}
