@@ -147,22 +147,37 @@ impl Wal {
             .sync_dir(dest)
             .map_err(|e| Error::io("fsync directory", Some(dest.to_path_buf()), e))?;
         // A writer in another process may have purged (and recycled) a segment while it
-        // was read: names are never reused, so each must still be there.
+        // was read.
+        self.check_unpurged(lo * s + SEGMENT_HEADER_BYTES, hi * s + SEGMENT_HEADER_BYTES)?;
+        Ok(written)
+    }
+
+    /// Checks that every segment holding an LSN in `[from, to]` is still in the log's
+    /// directory under its name. Names are never reused, so a handle that read records
+    /// from those segments (a read-only one, beside a writer in another process) knows
+    /// that no purge or recycling changed them under it.
+    ///
+    /// # Errors
+    ///
+    /// `Corruption` naming the first segment gone; `Io` if the directory cannot be listed.
+    pub fn check_unpurged(&self, from: Lsn, to: Lsn) -> Result<()> {
+        let segs = &self.inner.segments;
+        let s = segs.segment_bytes;
         let names = segs
             .fs
             .list(&segs.dir)
             .map_err(|e| Error::io("list directory", Some(segs.dir.clone()), e))?;
-        for id in lo..=hi {
-            if !names.contains(&segs.path(id)) {
+        for id in from / s..=to / s {
+            if segs.existing(id).is_some() && !names.contains(&segs.path(id)) {
                 return Err(Error::corruption(
                     segs.path(id),
                     0,
-                    "a log segment was purged while it was copied (a writer moved on): copy \
+                    "a log segment was purged while it was read (a writer moved on): read \
                      again",
                 ));
             }
         }
-        Ok(written)
+        Ok(())
     }
 
     /// Creates in `dir` (holding no segment) an empty log that continues after `lsn`: its

@@ -78,6 +78,7 @@ mod dir;
 mod flush;
 mod open;
 mod read;
+mod read_only;
 mod stats;
 mod write;
 
@@ -271,6 +272,9 @@ impl DbInner {
     }
 
     pub(crate) fn check_writable(&self) -> Result<()> {
+        if self.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
         if self.poisoned.load(SeqCst) {
             return Err(Error::Poisoned);
         }

@@ -13,6 +13,9 @@ use crate::table_meta::{blob_file_name, BlobMeta, BlobPointer};
 /// Opens blob files on demand and keeps a bounded number open.
 pub(crate) struct BlobFiles {
     open: quick_cache::sync::Cache<u64, Arc<dyn File>>,
+    /// Files kept open for the life of this set (a read-only handle's, as
+    /// `TableCache::pin`).
+    pinned: std::sync::OnceLock<std::collections::HashMap<u64, Arc<dyn File>>>,
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
 }
@@ -27,6 +30,7 @@ impl BlobFiles {
     pub(crate) fn new(fs: Arc<dyn FileSystem>, dir: PathBuf, files_max: usize) -> BlobFiles {
         BlobFiles {
             open: quick_cache::sync::Cache::new(files_max.max(1)),
+            pinned: std::sync::OnceLock::new(),
             fs,
             dir,
         }
@@ -41,12 +45,30 @@ impl BlobFiles {
     }
 
     fn file(&self, id: u64) -> Result<Arc<dyn File>> {
+        if let Some(f) = self.pinned.get().and_then(|p| p.get(&id)) {
+            return Ok(f.clone());
+        }
         self.open.get_or_insert_with(&id, || {
             let path = self.path(id);
             self.fs
                 .open(&path)
                 .map_err(|e| Error::io("open blob file", Some(path), e))
         })
+    }
+
+    /// Opens every blob file of `ids` now and keeps it open for the life of this set.
+    /// Once per set.
+    ///
+    /// # Errors
+    ///
+    /// `Io` for the first file that does not open.
+    pub(crate) fn pin(&self, ids: impl Iterator<Item = u64>) -> Result<()> {
+        let mut map = std::collections::HashMap::new();
+        for id in ids {
+            map.insert(id, self.file(id)?);
+        }
+        let _ = self.pinned.set(map);
+        Ok(())
     }
 
     /// Forgets the open file of `id` (it is being deleted).
