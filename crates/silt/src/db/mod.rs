@@ -73,6 +73,7 @@ use crate::version::{SuperVersion, TableCache, VersionBuilder};
 use crate::vlog::{Finished, Output, Separation};
 
 mod cf;
+mod checkpoint;
 mod compact;
 mod dir;
 mod flush;
@@ -82,6 +83,7 @@ mod read_only;
 mod stats;
 mod write;
 
+pub use checkpoint::CheckpointInfo;
 pub use dir::RecoveryReport;
 pub(crate) use flush::NewTables;
 pub use read::Snapshot;

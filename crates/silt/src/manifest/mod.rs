@@ -249,6 +249,32 @@ impl Manifest {
         ))
     }
 
+    /// Writes a new database's manifest for `state` into `dir` (which holds none):
+    /// `MANIFEST-000001` with one snapshot record, synced, then `CURRENT` naming it
+    /// (through the usual synced temporary file and rename). For checkpoints, backups
+    /// and repair, which make a database from a state rather than from nothing. Returns
+    /// the manifest's path.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if `dir` already holds a database; `Io` if a call fails.
+    pub(crate) fn install_state(
+        fs: &dyn FileSystem,
+        dir: &Path,
+        state: &ManifestState,
+    ) -> Result<PathBuf> {
+        if Manifest::exists(fs, dir)? {
+            return Err(Error::invalid(format!(
+                "{} already holds a database",
+                dir.display()
+            )));
+        }
+        let (path, _file, _end) = write_snapshot_file(fs, dir, 1, state)?;
+        sync_dir(fs, dir)?;
+        install_current(fs, dir, 1)?;
+        Ok(path)
+    }
+
     /// A manifest whose file `number` at `path` holds just a snapshot of `state`, ending at
     /// `end_bytes` (made by `create` or by committing a recovered state).
     fn fresh(
