@@ -52,7 +52,9 @@ pub struct ReadmeDoctests;
 
 pub use batch::{WriteBatch, MAX_VALUE_BYTES};
 pub use cf::{ColumnFamily, DEFAULT_CF};
-pub use db::{CheckpointInfo, Db, LevelStats, RecoveryReport, Snapshot, Stats};
+pub use db::{
+    BackupInfo, BackupStore, CheckpointInfo, Db, LevelStats, RecoveryReport, Snapshot, Stats,
+};
 pub use error::{Error, Result};
 pub use key::MAX_KEY_BYTES;
 pub use options::{DbBuilder, SyncMode, WriteOptions};

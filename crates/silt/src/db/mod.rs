@@ -72,6 +72,7 @@ use crate::table_meta::table_file_name;
 use crate::version::{SuperVersion, TableCache, VersionBuilder};
 use crate::vlog::{Finished, Output, Separation};
 
+mod backup;
 mod cf;
 mod checkpoint;
 mod compact;
@@ -83,6 +84,7 @@ mod read_only;
 mod stats;
 mod write;
 
+pub use backup::{BackupInfo, BackupStore};
 pub use checkpoint::CheckpointInfo;
 pub use dir::RecoveryReport;
 pub(crate) use flush::NewTables;
