@@ -53,7 +53,8 @@ pub struct ReadmeDoctests;
 pub use batch::{WriteBatch, MAX_VALUE_BYTES};
 pub use cf::{ColumnFamily, DEFAULT_CF};
 pub use db::{
-    BackupInfo, BackupStore, CheckpointInfo, Db, LevelStats, RecoveryReport, Snapshot, Stats,
+    BackupInfo, BackupStore, CheckpointInfo, Db, LevelStats, RecoveryReport, RepairReport,
+    Snapshot, Stats,
 };
 pub use error::{Error, Result};
 pub use key::MAX_KEY_BYTES;

@@ -81,6 +81,7 @@ mod flush;
 mod open;
 mod read;
 mod read_only;
+mod repair;
 mod stats;
 mod write;
 
@@ -89,6 +90,7 @@ pub use checkpoint::CheckpointInfo;
 pub use dir::RecoveryReport;
 pub(crate) use flush::NewTables;
 pub use read::Snapshot;
+pub use repair::RepairReport;
 pub use stats::{LevelStats, Stats};
 
 /// How long a flush or compaction that failed for want of space waits before it retries.

@@ -111,6 +111,39 @@ impl BlobFiles {
     }
 }
 
+/// The description of blob file `id` in `dir` read from the file itself (its length,
+/// header and footer), for repair, which has no manifest to take it from. Its records are
+/// checked when read.
+///
+/// # Errors
+///
+/// `Corruption` if the header or footer is damaged; `Io` if it cannot be read.
+pub(crate) fn read_meta(fs: &dyn FileSystem, dir: &Path, id: u64) -> Result<BlobMeta> {
+    let path = dir.join(blob_file_name(id));
+    let f = fs
+        .open(&path)
+        .map_err(|e| Error::io("open blob file", Some(path.clone()), e))?;
+    let size = f
+        .len()
+        .map_err(|e| Error::io("stat blob file", Some(path.clone()), e))?;
+    if size < HEADER_BYTES + FOOTER_BYTES {
+        return Err(Error::corruption(&path, 0, "blob file too short"));
+    }
+    let mut b = [0u8; FOOTER_BYTES as usize];
+    f.read_at(&mut b, size - FOOTER_BYTES)
+        .map_err(|e| Error::io("read blob file", Some(path.clone()), e))?;
+    let (records, value_bytes) =
+        format::decode_footer(&b).map_err(|r| Error::corruption(&path, size - FOOTER_BYTES, r))?;
+    let meta = BlobMeta {
+        id,
+        size_bytes: size,
+        records,
+        value_bytes,
+    };
+    check_file(fs, dir, &meta, true)?;
+    Ok(meta)
+}
+
 /// Checks blob file `meta` in `dir` at open: present and of the recorded size; with
 /// `paranoid`, also its header and footer, whose counts must be the manifest's.
 pub(crate) fn check_file(
