@@ -87,6 +87,7 @@ mod write;
 
 pub use backup::{BackupInfo, BackupStore};
 pub use checkpoint::CheckpointInfo;
+pub(crate) use dir::check_tables;
 pub use dir::RecoveryReport;
 pub(crate) use flush::NewTables;
 pub use read::Snapshot;

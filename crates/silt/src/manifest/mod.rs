@@ -17,6 +17,7 @@
 //!    it never writes again, and every later `log_and_apply` returns `Poisoned`.
 //! 5. All I/O goes through [`FileSystem`] / [`File`], so `SimFs` crash tests cover it.
 
+mod dump;
 mod edit;
 mod file;
 mod recover;
@@ -33,6 +34,7 @@ use silt_vfs::{File, FileSystem};
 use crate::error::{Error, Result};
 use crate::table_meta::{BlobMeta, TableMeta};
 
+pub(crate) use dump::dump;
 use edit::{Applier, DEFAULT_CF_ID, DEFAULT_CF_NAME};
 pub(crate) use edit::{Edit, LEVELS};
 use file::*;

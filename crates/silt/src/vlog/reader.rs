@@ -206,3 +206,56 @@ pub(crate) fn check_file(
     }
     Ok(())
 }
+
+/// Reads every record of blob file `meta` in `dir` and checks its checksum, and that the
+/// records add up to the footer's counts. For `silt::inspect::verify`.
+///
+/// # Errors
+///
+/// `Corruption` at the first bad record (or the footer); `Io`.
+pub(crate) fn verify_records(fs: &dyn FileSystem, dir: &Path, meta: &BlobMeta) -> Result<u64> {
+    check_file(fs, dir, meta, true)?;
+    let path = dir.join(blob_file_name(meta.id));
+    let f = fs
+        .open(&path)
+        .map_err(|e| Error::io("open blob file", Some(path.clone()), e))?;
+    let end = meta.size_bytes - FOOTER_BYTES;
+    let mut at = HEADER_BYTES;
+    let (mut records, mut value_bytes) = (0u64, 0u64);
+    let hdr = format::RECORD_HEADER_BYTES as u64;
+    while at < end {
+        let bad = |why: &str| Error::corruption(&path, at, why.to_string());
+        if end - at < hdr {
+            return Err(bad("record header cut short"));
+        }
+        let mut h = [0u8; format::RECORD_HEADER_BYTES];
+        f.read_at(&mut h, at)
+            .map_err(|e| Error::io("read blob file", Some(path.clone()), e))?;
+        let klen = u32::from_le_bytes(h[4..8].try_into().expect("4 bytes")) as u64;
+        let vlen = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")) as u64;
+        if klen + vlen > end - at - hdr {
+            return Err(bad("record runs past the records"));
+        }
+        let mut rec = vec![0u8; (hdr + klen + vlen) as usize];
+        f.read_at(&mut rec, at)
+            .map_err(|e| Error::io("read blob file", Some(path.clone()), e))?;
+        let stored = u32::from_le_bytes(rec[..4].try_into().expect("4 bytes"));
+        if crc32c::crc32c(&rec[4..]) != stored {
+            return Err(bad("record checksum mismatch"));
+        }
+        records += 1;
+        value_bytes += vlen;
+        at += hdr + klen + vlen;
+    }
+    if (records, value_bytes) != (meta.records, meta.value_bytes) {
+        return Err(Error::corruption(
+            &path,
+            end,
+            format!(
+                "{records} records of {value_bytes} value bytes, the footer says {} of {}",
+                meta.records, meta.value_bytes
+            ),
+        ));
+    }
+    Ok(records)
+}
