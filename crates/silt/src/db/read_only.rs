@@ -39,6 +39,11 @@ impl Fingerprint {
         let mut out = Vec::new();
         for d in [dir.to_path_buf(), dir.join("tables"), dir.join("wal")] {
             for p in fs.list(&d).unwrap_or_default() {
+                // Never open the lock file: with POSIX locks, closing any descriptor of it
+                // would release the lock a writer in this process holds.
+                if p.file_name() == Some(dir::LOCK_FILE.as_ref()) {
+                    continue;
+                }
                 let len = fs.open(&p).and_then(|f| f.len()).unwrap_or(u64::MAX);
                 out.push((p, len));
             }
