@@ -131,6 +131,12 @@ impl FileSystem for DelayFs {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.inner.rename(from, to)
     }
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.hard_link(from, to)
+    }
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        self.inner.remove_dir(dir)
+    }
     fn remove(&self, path: &Path) -> io::Result<()> {
         self.inner.remove(path)
     }

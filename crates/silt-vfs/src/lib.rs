@@ -55,6 +55,25 @@ pub trait FileSystem: Send + Sync + std::fmt::Debug + 'static {
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// Makes the directory's entries (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Makes `to` a second name of the file `from` (a hard link); durable once `to`'s
+    /// directory is synced. Fails if `to` exists. A file system that has no links (or two
+    /// paths on different devices) fails, and the caller copies instead (checkpoints do).
+    /// Default: `Unsupported`.
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let _ = (from, to);
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this file system has no hard links",
+        ))
+    }
+    /// Removes the empty directory `dir`. Default: `Unsupported` (the directory stays).
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        let _ = dir;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this file system cannot remove directories",
+        ))
+    }
     /// Takes an exclusive lock on the file `path` (created if missing) for as long as the
     /// returned guard lives. Fails with [`io::ErrorKind::WouldBlock`] at once, without
     /// waiting, while anyone else holds it: another process, or another guard of this

@@ -72,6 +72,14 @@ impl FileSystem for OsFs {
         std::fs::remove_file(path)
     }
 
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::hard_link(from, to)
+    }
+
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::remove_dir(dir)
+    }
+
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         stdfs::File::open(dir)?.sync_all()
     }

@@ -24,12 +24,14 @@
 #![warn(missing_docs)]
 
 mod commit;
+mod copy;
 mod error;
 mod format;
 pub mod kill_point;
 mod options;
 mod recovery;
 mod reservation;
+mod scan;
 mod segment;
 mod sync_shim;
 mod wal;
@@ -42,6 +44,7 @@ mod async_api;
 #[path = "async_off.rs"]
 mod async_api;
 
+pub use copy::PurgeHold;
 pub use error::{Error, Result};
 pub use format::{max_payload_bytes, MAX_PAYLOAD_BYTES};
 pub use options::{AppendOptions, Options, Preallocate, Strategy, SyncMode};

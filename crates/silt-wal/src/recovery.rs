@@ -68,6 +68,10 @@ pub enum DamageKind {
     /// `SyncMode::None` or between interval syncs), or bit rot there. By the prefix rule
     /// the records after the hole are not replayed; their bytes are kept.
     RecordsFollow,
+    /// A later valid record's durable watermark covers the bad bytes: data that had been
+    /// synced is damaged. [`crate::Wal::open`] refuses this as `Corruption`; only
+    /// [`crate::Wal::open_read_only`], which changes nothing, reports it here.
+    DurableLost,
 }
 
 /// Bad bytes recovery found, what it did with them and where it kept them.
@@ -290,7 +294,7 @@ pub(crate) fn recover(dir: &Path, opts: &Options) -> Result<Recovered> {
 /// record's own header is intact and ends exactly where the next valid record starts (one
 /// record, starting below `required`, damaged). `None` if the hole may hide a needed
 /// record, or nothing valid follows: the caller applies the usual rules.
-fn hole_below(
+pub(crate) fn hole_below(
     segments: &Segments,
     bad: u64,
     span: Option<u64>,
@@ -307,7 +311,7 @@ fn hole_below(
 
 /// Calls `visit(lsn, durable watermark)` for every valid record found at an aligned
 /// position after `bad`, in order, until it returns false.
-fn scan_valid(
+pub(crate) fn scan_valid(
     segments: &Segments,
     bad: u64,
     last: u64,
@@ -422,7 +426,7 @@ fn file_name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn corrupt_or_io(e: std::io::Error, path: &Path, offset: u64, what: &str) -> Error {
+pub(crate) fn corrupt_or_io(e: std::io::Error, path: &Path, offset: u64, what: &str) -> Error {
     if e.kind() == std::io::ErrorKind::UnexpectedEof {
         Error::corruption(path.to_path_buf(), offset, what)
     } else {

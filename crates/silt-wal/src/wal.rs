@@ -47,6 +47,8 @@ pub struct Wal {
     pub(crate) inner: Arc<Inner>,
     threads: Vec<JoinHandle<()>>,
     recovery: RecoveryInfo,
+    /// LSNs below which [`Wal::purge_up_to`] must not purge (see [`Wal::hold_purge`]).
+    pub(crate) holds: Arc<parking_lot::Mutex<std::collections::BTreeMap<Lsn, usize>>>,
 }
 
 impl std::fmt::Debug for Wal {
@@ -89,6 +91,40 @@ impl Wal {
             inner,
             threads,
             recovery: info,
+            holds: Default::default(),
+        })
+    }
+
+    /// Opens the log in `dir` for reading only, changing nothing on disk: no recovery
+    /// writes (a torn tail is not cut, nothing is kept in `lost/`, nothing is synced or
+    /// removed), no segment created, no background thread. The records it can read end at
+    /// the first invalid one; [`Wal::recovery`] says where and why, in `cut` (with
+    /// [`crate::DamageKind::DurableLost`] for damage [`Wal::open`] would refuse as
+    /// `Corruption`). Appends return `Closed`. A missing `dir` reads as an empty log.
+    ///
+    /// Safe beside a live writer in another process: records are read whole and checked,
+    /// and a record being filled is read again before it is reported as damage
+    /// (`scan.rs`). What it returns is a prefix of the log as it was during the call.
+    ///
+    /// # Errors
+    ///
+    /// `Corruption` if a segment header is damaged or a segment in the middle is missing;
+    /// `Io` when the OS fails (a segment removed by a writer's purge while it was being
+    /// opened is `Io` of kind `NotFound`).
+    pub fn open_read_only(dir: impl AsRef<Path>, opts: Options) -> Result<Wal> {
+        validate(&opts)?;
+        let Recovered {
+            segments,
+            tail,
+            info,
+        } = crate::scan::scan(dir.as_ref(), &opts)?;
+        let inner = Arc::new(Inner::new(&opts, segments, tail));
+        inner.begin_shutdown();
+        Ok(Wal {
+            inner,
+            threads: Vec::new(),
+            recovery: info,
+            holds: Default::default(),
         })
     }
 
@@ -213,6 +249,11 @@ impl Wal {
     ///
     /// `Io` if a file could not be removed.
     pub fn purge_up_to(&self, lsn: Lsn) -> Result<usize> {
+        // A checkpoint or backup copying segments holds them (`Wal::hold_purge`).
+        let lsn = match self.holds.lock().keys().next() {
+            Some(&held) => lsn.min(held),
+            None => lsn,
+        };
         // Segments below the filled watermark have no writer in flight.
         let keep_from = self.inner.ring.filled() / self.inner.seg_bytes;
         let quiet = lsn >= self.inner.reserved_lsn();
@@ -256,7 +297,7 @@ pub(crate) fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<Joi
         .map_err(|e| Error::io("spawn thread", None, e))
 }
 
-fn validate(opts: &Options) -> Result<()> {
+pub(crate) fn validate(opts: &Options) -> Result<()> {
     use crate::format::MIN_SEGMENT_BYTES;
     if opts.segment_bytes < MIN_SEGMENT_BYTES || opts.segment_bytes % 4096 != 0 {
         return Err(Error::InvalidArgument(format!(

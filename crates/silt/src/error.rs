@@ -108,6 +108,10 @@ pub enum Error {
         /// Its limit.
         limit: u64,
     },
+    /// The handle was opened read-only ([`crate::DbBuilder::read_only`]): it takes no
+    /// write, flush, compaction or column-family change. Open the database without
+    /// `read_only` (no other handle may hold it) to change it.
+    ReadOnly,
 }
 
 /// Which check a transaction failed at commit ([`Error::Conflict`]).
@@ -212,6 +216,7 @@ impl Error {
             Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
             Error::ColumnFamilyNotFound(n) => Error::ColumnFamilyNotFound(n.clone()),
             Error::Closed => Error::Closed,
+            Error::ReadOnly => Error::ReadOnly,
             Error::Locked { path, holder } => Error::Locked {
                 path: path.clone(),
                 holder: *holder,
@@ -293,6 +298,11 @@ impl std::fmt::Display for Error {
                 "no column family named {name:?}; create it with Db::create_cf first"
             ),
             Error::Closed => write!(f, "the database is closed"),
+            Error::ReadOnly => write!(
+                f,
+                "the database was opened read-only: open it without read_only (while no other \
+                 handle holds it) to change it"
+            ),
             Error::NoSpace { op, path, source } => {
                 match path {
                     Some(p) => write!(f, "{op} on {} failed: {source}", p.display())?,

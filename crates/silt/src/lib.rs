@@ -33,6 +33,9 @@ mod error;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+/// Read-only inspection of a database's files for tools (`silt-cli`): tables, the
+/// manifest, the log, and a check of every checksum, through the engine's own decoders.
+pub mod inspect;
 mod iter;
 mod key;
 mod lock_table;
@@ -54,9 +57,12 @@ pub struct ReadmeDoctests;
 
 pub use batch::{WriteBatch, MAX_VALUE_BYTES};
 pub use cf::{ColumnFamily, DEFAULT_CF};
-pub use db::{Db, LevelStats, RecoveryReport, Snapshot, Stats};
+pub use db::{
+    BackupInfo, BackupStore, CheckpointInfo, Db, LevelStats, RecoveryReport, RepairReport,
+    Snapshot, Stats,
+};
 pub use error::{ConflictKind, Error, Result};
-pub use key::MAX_KEY_BYTES;
+pub use key::{Kind, MAX_KEY_BYTES};
 pub use options::{DbBuilder, SyncMode, WriteOptions};
 pub use read::{Cursor, Entry, Iter, Read};
 /// The file layer every file of a database goes through; [`DbBuilder::file_system`] takes

@@ -45,6 +45,7 @@ pub struct DbBuilder {
     pub(crate) wal_segment_bytes: u64,
     pub(crate) create_if_missing: bool,
     pub(crate) paranoid_checks: bool,
+    pub(crate) read_only: bool,
     pub(crate) blob_threshold_bytes: Option<usize>,
     pub(crate) cf_blob_threshold_bytes: std::collections::BTreeMap<String, Option<usize>>,
     pub(crate) blob_gc_garbage_ratio: f64,
@@ -72,6 +73,7 @@ impl DbBuilder {
             wal_segment_bytes: 64 << 20,
             create_if_missing: true,
             paranoid_checks: true,
+            read_only: false,
             blob_threshold_bytes: Some(1024),
             cf_blob_threshold_bytes: std::collections::BTreeMap::new(),
             blob_gc_garbage_ratio: 0.5,
@@ -225,6 +227,34 @@ impl DbBuilder {
     /// Off, open still checks that each table exists with the size the manifest records.
     pub fn paranoid_checks(mut self, yes: bool) -> Self {
         self.paranoid_checks = yes;
+        self
+    }
+
+    /// Opens the database read-only, as RocksDB's `OpenForReadOnly`: for tools, and for a
+    /// second process reading a database another process writes. Default false.
+    ///
+    /// A read-only handle takes no lock (a writer may hold the database, and it may open
+    /// beside one) and writes nothing, anywhere under the directory: it does not cut a torn
+    /// log tail, move anything into `lost/`, commit a manifest, or flush what it replays
+    /// (the log from the manifest's log start goes into memory only). It reads a fixed
+    /// state: the manifest and the log as they were while it opened; it never sees later
+    /// writes (reopen to see them). Writes, flushes, compactions and column-family changes
+    /// return [`crate::Error::ReadOnly`]. It does not create a missing database. The rules
+    /// and the races with a live writer are in `docs/design.md`, "Read-only open".
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = silt::Db::open(dir.path()).unwrap();
+    /// db.put(b"k", b"v").unwrap();
+    /// // Beside the writer, with no lock taken:
+    /// let reader = silt::Db::builder(dir.path()).read_only(true).open().unwrap();
+    /// assert_eq!(reader.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    /// assert!(matches!(reader.put(b"k", b"w"), Err(silt::Error::ReadOnly)));
+    /// ```
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
         self
     }
 

@@ -85,18 +85,26 @@ use crate::table_meta::table_file_name;
 use crate::version::{SuperVersion, TableCache, VersionBuilder};
 use crate::vlog::{Finished, Output, Separation};
 
+mod backup;
 mod cf;
+mod checkpoint;
 mod compact;
 mod dir;
 mod flush;
 mod open;
 mod read;
+mod read_only;
+mod repair;
 mod stats;
 mod write;
 
+pub use backup::{BackupInfo, BackupStore};
+pub use checkpoint::CheckpointInfo;
+pub(crate) use dir::check_tables;
 pub use dir::RecoveryReport;
 pub(crate) use flush::NewTables;
 pub use read::Snapshot;
+pub use repair::RepairReport;
 pub use stats::{LevelStats, Stats};
 
 /// How long a flush or compaction that failed for want of space waits before it retries.
@@ -331,6 +339,9 @@ impl DbInner {
     }
 
     pub(crate) fn check_writable(&self) -> Result<()> {
+        if self.opts.read_only {
+            return Err(Error::ReadOnly);
+        }
         if self.poisoned.load(SeqCst) {
             return Err(Error::Poisoned);
         }

@@ -35,6 +35,9 @@ impl Db {
     /// Opens the database: see `docs/design.md`, "What open does with the directory", for
     /// the order of the steps and why nothing is changed on disk before every check passed.
     pub(crate) fn open_with(opts: DbBuilder) -> Result<Db> {
+        if opts.read_only {
+            return Db::open_read_only(opts);
+        }
         let fs: Arc<dyn FileSystem> = opts.fs.clone().unwrap_or_else(|| OsFs::new());
         let dir = opts.path.clone();
         let tables_dir = dir.join("tables");
@@ -167,6 +170,42 @@ impl Db {
             set_aside: disposal.set_aside,
         };
 
+        let inner = DbInner::assemble(
+            opts,
+            fs,
+            dir,
+            tables_dir,
+            wal,
+            manifest,
+            &report,
+            Some(lock),
+        );
+        let records_replayed = inner.replay(log_start)?;
+        *inner.report.lock() = RecoveryReport {
+            records_replayed,
+            ..report
+        };
+        inner.visible.store(inner.wal.reserved_lsn(), SeqCst);
+        DbInner::start_threads(&inner)?;
+        Ok(Db { inner })
+    }
+}
+
+impl DbInner {
+    /// The shared state of a database opened from `manifest` and `wal`: caches, the first
+    /// version and super-version (one empty memtable at the manifest's log start), the
+    /// counters. Read-write and read-only opens both build it here.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn assemble(
+        opts: DbBuilder,
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        tables_dir: PathBuf,
+        wal: Wal,
+        manifest: Manifest,
+        report: &RecoveryReport,
+        lock: Option<Box<dyn FileLock>>,
+    ) -> Arc<DbInner> {
         let blocks = Arc::new(BlockCache::new(opts.block_cache_bytes));
         let tables = Arc::new(TableCache::new(
             fs.clone(),
@@ -196,7 +235,7 @@ impl Db {
             .map(|c| (c.id, Arc::from(c.name.as_str())))
             .collect();
         let first = Arc::new(Memtable::new(log_start));
-        let inner = Arc::new(DbInner {
+        Arc::new(DbInner {
             fs,
             dir,
             tables_dir,
@@ -213,7 +252,7 @@ impl Db {
             table_ids_reserved: AtomicU64::new(next_table_id),
             report: Mutex::new(report.clone()),
             cf_names: Mutex::new(cf_names),
-            dir_lock: Mutex::new(Some(lock)),
+            dir_lock: Mutex::new(lock),
             rotating: Mutex::new(()),
             bg_lock: Mutex::new(()),
             bg_cv: Condvar::new(),
@@ -230,19 +269,9 @@ impl Db {
             next_txn_id: AtomicU64::new(1),
             log_pins: Mutex::new(BTreeMap::new()),
             opts,
-        });
-        let records_replayed = inner.replay(log_start)?;
-        *inner.report.lock() = RecoveryReport {
-            records_replayed,
-            ..report
-        };
-        inner.visible.store(inner.wal.reserved_lsn(), SeqCst);
-        DbInner::start_threads(&inner)?;
-        Ok(Db { inner })
+        })
     }
-}
 
-impl DbInner {
     /// Replays the log from `log_start` into memtables, flushing when one fills. Returns
     /// the number of records replayed.
     pub(super) fn replay(&self, log_start: Seqno) -> Result<u64> {
@@ -339,7 +368,8 @@ impl DbInner {
             let mem = self.sv.read().mems[0].clone();
             apply(&mem, rec.lsn, &all, |cf| live.contains(&cf));
             replayed += 1;
-            if mem.approx_bytes() >= self.opts.memtable_bytes {
+            // A read-only handle keeps everything it replays in memory: it writes nothing.
+            if mem.approx_bytes() >= self.opts.memtable_bytes && !self.opts.read_only {
                 let boundary = rec.lsn + 1;
                 {
                     let mut sv = self.sv.write();

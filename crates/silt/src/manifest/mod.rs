@@ -17,6 +17,7 @@
 //!    it never writes again, and every later `log_and_apply` returns `Poisoned`.
 //! 5. All I/O goes through [`FileSystem`] / [`File`], so `SimFs` crash tests cover it.
 
+mod dump;
 mod edit;
 mod file;
 mod recover;
@@ -33,6 +34,7 @@ use silt_vfs::{File, FileSystem};
 use crate::error::{Error, Result};
 use crate::table_meta::{BlobMeta, TableMeta};
 
+pub(crate) use dump::dump;
 use edit::{Applier, DEFAULT_CF_ID, DEFAULT_CF_NAME};
 pub(crate) use edit::{Edit, LEVELS};
 use file::*;
@@ -247,6 +249,32 @@ impl Manifest {
             end_bytes,
             state,
         ))
+    }
+
+    /// Writes a new database's manifest for `state` into `dir` (which holds none):
+    /// `MANIFEST-000001` with one snapshot record, synced, then `CURRENT` naming it
+    /// (through the usual synced temporary file and rename). For checkpoints, backups
+    /// and repair, which make a database from a state rather than from nothing. Returns
+    /// the manifest's path.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidArgument` if `dir` already holds a database; `Io` if a call fails.
+    pub(crate) fn install_state(
+        fs: &dyn FileSystem,
+        dir: &Path,
+        state: &ManifestState,
+    ) -> Result<PathBuf> {
+        if Manifest::exists(fs, dir)? {
+            return Err(Error::invalid(format!(
+                "{} already holds a database",
+                dir.display()
+            )));
+        }
+        let (path, _file, _end) = write_snapshot_file(fs, dir, 1, state)?;
+        sync_dir(fs, dir)?;
+        install_current(fs, dir, 1)?;
+        Ok(path)
     }
 
     /// A manifest whose file `number` at `path` holds just a snapshot of `state`, ending at

@@ -95,6 +95,7 @@ impl Manifest {
             fs,
             dir: dir.to_path_buf(),
             number,
+            file,
             path,
             state,
             valid_bytes: at,
@@ -113,6 +114,7 @@ pub(crate) struct Recovered {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     number: u64,
+    file: Arc<dyn silt_vfs::File>,
     path: PathBuf,
     state: ManifestState,
     /// The end of the last valid record.
@@ -151,6 +153,23 @@ impl Recovered {
         self.torn
             .as_deref()
             .map(|why| (self.valid_bytes, self.file_bytes - self.valid_bytes, why))
+    }
+
+    /// The recovered state as a manifest that never writes (it is poisoned: every
+    /// `log_and_apply` returns `Poisoned`), for a read-only handle. Nothing on disk
+    /// changes; a torn tail and other manifest files are left as they are.
+    pub(crate) fn into_read_only(self) -> Manifest {
+        let mut m = Manifest::fresh(
+            self.fs,
+            self.dir,
+            self.number,
+            self.path,
+            self.file,
+            self.valid_bytes,
+            self.state,
+        );
+        m.poisoned = true;
+        m
     }
 
     /// Makes the recovered state the live manifest: writes it as the snapshot of a new

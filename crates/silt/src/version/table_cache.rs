@@ -17,6 +17,10 @@ use crate::table_meta::{table_file_name, TableMeta};
 /// Opens tables on demand and keeps a bounded number open.
 pub(crate) struct TableCache {
     open: quick_cache::sync::Cache<u64, Arc<Table>>,
+    /// Tables opened once and kept open for the cache's life, whatever the bound: a
+    /// read-only handle pins the tables of its fixed state, so that a writer in another
+    /// process deleting them does not take them away (`db/read_only.rs`).
+    pinned: std::sync::OnceLock<std::collections::HashMap<u64, Arc<Table>>>,
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     pub(crate) blocks: Arc<BlockCache>,
@@ -39,6 +43,7 @@ impl TableCache {
     ) -> TableCache {
         TableCache {
             open: quick_cache::sync::Cache::new(tables_max),
+            pinned: std::sync::OnceLock::new(),
             fs,
             dir,
             blocks,
@@ -51,6 +56,9 @@ impl TableCache {
 
     /// The open table `id`, opening it if needed.
     pub(crate) fn get(&self, id: u64) -> Result<Arc<Table>> {
+        if let Some(t) = self.pinned.get().and_then(|p| p.get(&id)) {
+            return Ok(t.clone());
+        }
         self.open.get_or_insert_with(&id, || {
             let path = self.path(id);
             let file = self
@@ -59,6 +67,21 @@ impl TableCache {
                 .map_err(|e| Error::io("open table", Some(path.clone()), e))?;
             Table::open(id, path, file, self.blocks.clone())
         })
+    }
+
+    /// Opens every table of `ids` now and keeps it open for the life of the cache (see
+    /// `pinned`). Once per cache.
+    ///
+    /// # Errors
+    ///
+    /// As [`TableCache::get`], for the first table that does not open.
+    pub(crate) fn pin(&self, ids: impl Iterator<Item = u64>) -> Result<()> {
+        let mut map = std::collections::HashMap::new();
+        for id in ids {
+            map.insert(id, self.get(id)?);
+        }
+        let _ = self.pinned.set(map);
+        Ok(())
     }
 
     pub(crate) fn evict(&self, id: u64) {

@@ -17,5 +17,5 @@ mod reader;
 mod writer;
 
 pub(crate) use output::{Finished, Output, Separation};
-pub(crate) use reader::{check_file, BlobFiles};
+pub(crate) use reader::{check_file, read_meta, verify_records, BlobFiles};
 pub(crate) use writer::BlobWriter;

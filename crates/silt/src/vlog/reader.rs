@@ -13,6 +13,9 @@ use crate::table_meta::{blob_file_name, BlobMeta, BlobPointer};
 /// Opens blob files on demand and keeps a bounded number open.
 pub(crate) struct BlobFiles {
     open: quick_cache::sync::Cache<u64, Arc<dyn File>>,
+    /// Files kept open for the life of this set (a read-only handle's, as
+    /// `TableCache::pin`).
+    pinned: std::sync::OnceLock<std::collections::HashMap<u64, Arc<dyn File>>>,
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
 }
@@ -27,6 +30,7 @@ impl BlobFiles {
     pub(crate) fn new(fs: Arc<dyn FileSystem>, dir: PathBuf, files_max: usize) -> BlobFiles {
         BlobFiles {
             open: quick_cache::sync::Cache::new(files_max.max(1)),
+            pinned: std::sync::OnceLock::new(),
             fs,
             dir,
         }
@@ -41,12 +45,30 @@ impl BlobFiles {
     }
 
     fn file(&self, id: u64) -> Result<Arc<dyn File>> {
+        if let Some(f) = self.pinned.get().and_then(|p| p.get(&id)) {
+            return Ok(f.clone());
+        }
         self.open.get_or_insert_with(&id, || {
             let path = self.path(id);
             self.fs
                 .open(&path)
                 .map_err(|e| Error::io("open blob file", Some(path), e))
         })
+    }
+
+    /// Opens every blob file of `ids` now and keeps it open for the life of this set.
+    /// Once per set.
+    ///
+    /// # Errors
+    ///
+    /// `Io` for the first file that does not open.
+    pub(crate) fn pin(&self, ids: impl Iterator<Item = u64>) -> Result<()> {
+        let mut map = std::collections::HashMap::new();
+        for id in ids {
+            map.insert(id, self.file(id)?);
+        }
+        let _ = self.pinned.set(map);
+        Ok(())
     }
 
     /// Forgets the open file of `id` (it is being deleted).
@@ -87,6 +109,39 @@ impl BlobFiles {
         rec.drain(..start);
         Ok(rec)
     }
+}
+
+/// The description of blob file `id` in `dir` read from the file itself (its length,
+/// header and footer), for repair, which has no manifest to take it from. Its records are
+/// checked when read.
+///
+/// # Errors
+///
+/// `Corruption` if the header or footer is damaged; `Io` if it cannot be read.
+pub(crate) fn read_meta(fs: &dyn FileSystem, dir: &Path, id: u64) -> Result<BlobMeta> {
+    let path = dir.join(blob_file_name(id));
+    let f = fs
+        .open(&path)
+        .map_err(|e| Error::io("open blob file", Some(path.clone()), e))?;
+    let size = f
+        .len()
+        .map_err(|e| Error::io("stat blob file", Some(path.clone()), e))?;
+    if size < HEADER_BYTES + FOOTER_BYTES {
+        return Err(Error::corruption(&path, 0, "blob file too short"));
+    }
+    let mut b = [0u8; FOOTER_BYTES as usize];
+    f.read_at(&mut b, size - FOOTER_BYTES)
+        .map_err(|e| Error::io("read blob file", Some(path.clone()), e))?;
+    let (records, value_bytes) =
+        format::decode_footer(&b).map_err(|r| Error::corruption(&path, size - FOOTER_BYTES, r))?;
+    let meta = BlobMeta {
+        id,
+        size_bytes: size,
+        records,
+        value_bytes,
+    };
+    check_file(fs, dir, &meta, true)?;
+    Ok(meta)
 }
 
 /// Checks blob file `meta` in `dir` at open: present and of the recorded size; with
@@ -150,4 +205,57 @@ pub(crate) fn check_file(
         ));
     }
     Ok(())
+}
+
+/// Reads every record of blob file `meta` in `dir` and checks its checksum, and that the
+/// records add up to the footer's counts. For `silt::inspect::verify`.
+///
+/// # Errors
+///
+/// `Corruption` at the first bad record (or the footer); `Io`.
+pub(crate) fn verify_records(fs: &dyn FileSystem, dir: &Path, meta: &BlobMeta) -> Result<u64> {
+    check_file(fs, dir, meta, true)?;
+    let path = dir.join(blob_file_name(meta.id));
+    let f = fs
+        .open(&path)
+        .map_err(|e| Error::io("open blob file", Some(path.clone()), e))?;
+    let end = meta.size_bytes - FOOTER_BYTES;
+    let mut at = HEADER_BYTES;
+    let (mut records, mut value_bytes) = (0u64, 0u64);
+    let hdr = format::RECORD_HEADER_BYTES as u64;
+    while at < end {
+        let bad = |why: &str| Error::corruption(&path, at, why.to_string());
+        if end - at < hdr {
+            return Err(bad("record header cut short"));
+        }
+        let mut h = [0u8; format::RECORD_HEADER_BYTES];
+        f.read_at(&mut h, at)
+            .map_err(|e| Error::io("read blob file", Some(path.clone()), e))?;
+        let klen = u32::from_le_bytes(h[4..8].try_into().expect("4 bytes")) as u64;
+        let vlen = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")) as u64;
+        if klen + vlen > end - at - hdr {
+            return Err(bad("record runs past the records"));
+        }
+        let mut rec = vec![0u8; (hdr + klen + vlen) as usize];
+        f.read_at(&mut rec, at)
+            .map_err(|e| Error::io("read blob file", Some(path.clone()), e))?;
+        let stored = u32::from_le_bytes(rec[..4].try_into().expect("4 bytes"));
+        if crc32c::crc32c(&rec[4..]) != stored {
+            return Err(bad("record checksum mismatch"));
+        }
+        records += 1;
+        value_bytes += vlen;
+        at += hdr + klen + vlen;
+    }
+    if (records, value_bytes) != (meta.records, meta.value_bytes) {
+        return Err(Error::corruption(
+            &path,
+            end,
+            format!(
+                "{records} records of {value_bytes} value bytes, the footer says {} of {}",
+                meta.records, meta.value_bytes
+            ),
+        ));
+    }
+    Ok(records)
 }

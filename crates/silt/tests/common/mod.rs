@@ -80,3 +80,35 @@ pub fn debug_entries(db: &Db, cf: &ColumnFamily, key: &[u8]) -> Vec<String> {
         vec!["(run with --features testing to list the stored entries)".into()]
     }
 }
+
+/// Every file under `path` (recursively) with its length, modification time and a hash of
+/// its content: two listings are equal only if no file was created, removed, renamed or
+/// written.
+pub fn listing(
+    path: &Path,
+) -> std::collections::BTreeMap<std::path::PathBuf, (u64, std::time::SystemTime, u64)> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let md = e.metadata().unwrap();
+            if md.is_dir() {
+                stack.push(e.path());
+                continue;
+            }
+            // The lock file is never opened: closing a descriptor of it would release the
+            // POSIX lock a database handle of this process holds. Its size and time count.
+            let data = if e.file_name() == "LOCK" {
+                Vec::new()
+            } else {
+                std::fs::read(e.path()).unwrap()
+            };
+            let hash = data.chunks(8).fold(md.len(), |h, c| {
+                mix64(h ^ c.iter().fold(0u64, |a, &b| a << 8 | b as u64))
+            });
+            out.insert(e.path(), (md.len(), md.modified().unwrap(), hash));
+        }
+    }
+    out
+}
