@@ -41,6 +41,7 @@ pub struct DbBuilder {
     pub(crate) table_target_bytes: u64,
     pub(crate) l0_compaction_trigger: usize,
     pub(crate) l0_stall_tables: usize,
+    pub(crate) l0_slowdown_tables: usize,
     pub(crate) background_threads: usize,
     pub(crate) wal_segment_bytes: u64,
     pub(crate) create_if_missing: bool,
@@ -69,6 +70,7 @@ impl DbBuilder {
             table_target_bytes: 64 << 20,
             l0_compaction_trigger: 4,
             l0_stall_tables: 20,
+            l0_slowdown_tables: 12,
             background_threads: 2,
             wal_segment_bytes: 64 << 20,
             create_if_missing: true,
@@ -200,6 +202,15 @@ impl DbBuilder {
     /// Level-0 tables at which writes stall until compaction catches up. Default 20.
     pub fn l0_stall_tables(mut self, n: usize) -> Self {
         self.l0_stall_tables = n.max(2);
+        self
+    }
+
+    /// Level-0 tables at which writes start to slow down, smoothly, before the stall:
+    /// between this and [`DbBuilder::l0_stall_tables`] each write waits in proportion to
+    /// its bytes, at a rate that falls from the measured flush rate to zero at the stall
+    /// (RocksDB's delayed write rate). Default 12.
+    pub fn l0_slowdown_tables(mut self, n: usize) -> Self {
+        self.l0_slowdown_tables = n.max(1);
         self
     }
 

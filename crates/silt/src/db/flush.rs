@@ -321,8 +321,13 @@ pub(super) fn flush_loop(w: std::sync::Weak<DbInner>) {
             Some((mem, boundary)) => {
                 // Writers owning seqnos below the boundary may still be inserting.
                 db.wait_visible(boundary);
+                let started = Instant::now();
                 match db.flush_memtable(&mem, boundary) {
-                    Ok(()) => db.set_no_space(None),
+                    Ok(()) => {
+                        db.throttle
+                            .note_flush(mem.approx_bytes(), started.elapsed());
+                        db.set_no_space(None)
+                    }
                     Err(e) if e.is_no_space() => {
                         // Nothing changed (the tables written are removed): retry after a
                         // pause, as space may free. Writers that would stall meanwhile get

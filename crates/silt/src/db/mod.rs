@@ -96,6 +96,7 @@ mod read;
 mod read_only;
 mod repair;
 mod stats;
+mod throttle;
 mod write;
 
 pub use backup::{BackupInfo, BackupStore};
@@ -204,6 +205,9 @@ pub(crate) struct Counters {
     pub(crate) compactions: AtomicU64,
     pub(crate) stalls: AtomicU64,
     pub(crate) stall_micros: AtomicU64,
+    /// Writes slowed down before a stall (`db/throttle.rs`), and their waits in total.
+    pub(crate) delayed_writes: AtomicU64,
+    pub(crate) delay_micros: AtomicU64,
     /// Bytes written to blob files (flush and compaction).
     pub(crate) blob_write_bytes: AtomicU64,
 }
@@ -251,6 +255,8 @@ pub(crate) struct DbInner {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Live `Db` handles.
     handles: std::sync::atomic::AtomicUsize,
+    /// The delayed write rate (`db/throttle.rs`).
+    pub(crate) throttle: throttle::Throttle,
     /// The row and range locks of pessimistic transactions.
     pub(crate) locks: crate::lock_table::LockTable,
     /// Transaction ids, for the lock table (in memory only).

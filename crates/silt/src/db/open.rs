@@ -265,6 +265,7 @@ impl DbInner {
             counters: Counters::default(),
             threads: Mutex::new(Vec::new()),
             handles: std::sync::atomic::AtomicUsize::new(1),
+            throttle: Default::default(),
             locks: Default::default(),
             next_txn_id: AtomicU64::new(1),
             log_pins: Mutex::new(BTreeMap::new()),

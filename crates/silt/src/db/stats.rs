@@ -114,6 +114,13 @@ pub struct Stats {
     pub stalls: u64,
     /// Microseconds writers spent stalled.
     pub stall_micros: u64,
+    /// Writes slowed down (not stopped) because flushes or level-0 compactions fell
+    /// behind, and the time they waited in total (`DbBuilder::l0_slowdown_tables`).
+    pub delayed_writes: u64,
+    /// Microseconds those writes waited, in total.
+    pub delay_micros: u64,
+    /// The measured flush rate the slowdown is based on, in bytes per second.
+    pub flush_rate_bytes_per_sec: u64,
     /// The level-0 table count at which a compaction is due (the option
     /// `l0_compaction_trigger`): with `levels[0].tables` below it, level 0 waits for more.
     pub l0_compaction_trigger: u64,
@@ -159,6 +166,9 @@ impl DbInner {
             },
             stalls: c.stalls.load(SeqCst),
             stall_micros: c.stall_micros.load(SeqCst),
+            delayed_writes: c.delayed_writes.load(SeqCst),
+            delay_micros: c.delay_micros.load(SeqCst),
+            flush_rate_bytes_per_sec: self.throttle.flush_rate(),
             l0_compaction_trigger: self.opts.l0_compaction_trigger as u64,
         }
     }

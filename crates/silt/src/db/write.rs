@@ -114,7 +114,7 @@ impl DbInner {
                 }
             }
         }
-        self.maybe_stall()?;
+        self.maybe_stall(batch.encoded_bytes() as u64)?;
         self.commit(batch.payload(), &entries, opts.sync, None)?;
         Ok(())
     }
@@ -275,7 +275,11 @@ impl DbInner {
         }
     }
 
-    pub(crate) fn maybe_stall(&self) -> Result<()> {
+    /// Before a write of `bytes`: waits while background work is too far behind — slowed
+    /// down in proportion to `bytes` in the zone before the limits (`db/throttle.rs`), and
+    /// stopped at them (too many frozen memtables with the active one full, or
+    /// `l0_stall_tables` level-0 tables).
+    pub(crate) fn maybe_stall(&self, bytes: u64) -> Result<()> {
         let mut started: Option<Instant> = None;
         loop {
             self.check_writable()?;
@@ -292,6 +296,9 @@ impl DbInner {
             let stall = (frozen >= self.opts.immutable_memtables_max && active_full)
                 || l0 >= self.opts.l0_stall_tables;
             if !stall {
+                if started.is_none() {
+                    self.maybe_delay(bytes, frozen, l0);
+                }
                 break;
             }
             if let Some(why) = self.no_space.lock().clone() {
@@ -317,6 +324,35 @@ impl DbInner {
                 .fetch_add(s.elapsed().as_micros() as u64, SeqCst);
         }
         Ok(())
+    }
+
+    /// The slowdown before a stall. With every frozen memtable slot taken (the next freeze
+    /// would wait), writers may fill the active memtable only as fast as flushes drain
+    /// (four fifths of the measured flush rate, so the flush finishes first); with level 0
+    /// between `l0_slowdown_tables` and `l0_stall_tables`, the rate falls linearly from the
+    /// flush rate toward zero at the stall.
+    fn maybe_delay(&self, bytes: u64, frozen: usize, l0: usize) {
+        let flush = self.throttle.flush_rate();
+        let mut rate = u64::MAX;
+        if frozen >= self.opts.immutable_memtables_max {
+            rate = rate.min(flush / 5 * 4);
+        }
+        let (slow, stop) = (self.opts.l0_slowdown_tables, self.opts.l0_stall_tables);
+        if l0 >= slow && stop > slow {
+            let left = (stop - l0.min(stop)) as u64;
+            rate = rate.min(flush / (stop - slow) as u64 * left);
+        }
+        if rate == u64::MAX {
+            return;
+        }
+        let wait = self.throttle.delay(bytes, rate);
+        self.counters.delayed_writes.fetch_add(1, SeqCst);
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+            self.counters
+                .delay_micros
+                .fetch_add(wait.as_micros() as u64, SeqCst);
+        }
     }
 
     pub(super) fn maybe_rotate(&self) {

@@ -758,7 +758,7 @@ impl Txn {
         let (keys, ranges) = self.commit_checks();
         let chunk = inner.wal.max_payload_bytes() - batch::TXN_HEADER_BYTES;
         let batches = self.buf.batches(chunk);
-        inner.maybe_stall()?;
+        inner.maybe_stall(self.buf.bytes())?;
         // Parts first, if the writes do not fit in one record (T4 pins them).
         let (payload, pin) = if batches.len() == 1 {
             (batches[0].payload().to_vec(), None)
