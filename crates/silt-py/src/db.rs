@@ -16,6 +16,7 @@ use crate::ops;
 use crate::options;
 use crate::shared::Shared;
 use crate::snapshot::Snapshot;
+use crate::txn::{Transaction, TxnArgs};
 use crate::view::{SnapshotState, Target, View};
 
 /// An open silt database: an embedded, durable key-value store (an LSM tree).
@@ -34,6 +35,11 @@ use crate::view::{SnapshotState, Target, View};
 /// (the keys, in order). There is no `len(db)`: the engine keeps no count of live keys
 /// (a delete is a blind tombstone), so it would be a full scan; count with
 /// `sum(1 for _ in db.keys())` when you mean to.
+///
+/// Atomic writes: db.batch() (a WriteBatch); consistent reads: db.snapshot();
+/// both, with isolation levels and conflict checks: db.transaction() (a Transaction,
+/// committed at the end of its `with` block) and db.transact(fn), which runs fn(txn)
+/// again when it conflicts.
 ///
 /// Every method that can wait on the disk or a lock releases the GIL, so threads run in
 /// parallel and concurrent durable writes share one fdatasync (group commit).
@@ -292,6 +298,100 @@ impl Db {
             shared: self.shared.clone(),
             state: Arc::new(SnapshotState::new(snap)),
         })
+    }
+
+    /// A new transaction (see help(silt.Transaction)). Used as a context manager it
+    /// commits when the block ends cleanly and rolls back if it raises:
+    ///
+    ///     with db.transaction(isolation="serializable") as txn:
+    ///         txn[b"a"] = txn[b"b"]
+    ///
+    /// isolation: "snapshot" (reads from the snapshot taken now; a write to a key
+    ///   someone else changed since fails at commit: first committer wins),
+    ///   "serializable" (also the keys and ranges it read must not change),
+    ///   "repeatable_read" (the keys it reads and writes must not change; ranges are not
+    ///   protected), "read_committed" / "read_uncommitted" (each read sees the latest
+    ///   committed state; no checks). docs/design.md has the table of anomalies.
+    /// mode: "optimistic" (no locks; conflicts found at commit: ConflictError) or
+    ///   "pessimistic" (locks taken as it goes and held to the end: LockTimeoutError
+    ///   after lock_timeout seconds, DeadlockError at once for a wait that would
+    ///   deadlock).
+    /// sync: the commit's durability, as for put (None: the database's sync mode).
+    /// max_bytes: the most it may buffer (keys, values, 64 bytes per key; default
+    ///   1 GiB); a write past it raises TransactionTooLargeError.
+    #[pyo3(signature = (
+        *, isolation="snapshot", mode="optimistic", sync=None, lock_timeout=1.0, max_bytes=None
+    ))]
+    fn transaction(
+        &self,
+        py: Python<'_>,
+        isolation: &str,
+        mode: &str,
+        sync: Option<bool>,
+        lock_timeout: f64,
+        max_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Transaction> {
+        let opts = TxnArgs {
+            isolation,
+            mode,
+            sync,
+            lock_timeout,
+            max_bytes,
+        }
+        .parse(py)?;
+        Transaction::begin(py, &self.shared, opts)
+    }
+
+    /// Runs `func(txn)` in a new transaction and commits it, retrying on
+    /// silt.RetryableError (ConflictError, LockTimeoutError, DeadlockError, raised by
+    /// `func` or the commit): it rolls back, waits a little (100 us doubling to 10 ms,
+    /// with jitter) and calls `func` again in a new transaction, up to max_retries
+    /// times. Returns what `func` returned; any other exception rolls back and
+    /// propagates at once. `func` must be safe to run more than once (no side effects
+    /// outside the transaction). Options as for transaction().
+    ///
+    ///     def deposit(txn):
+    ///         n = int(txn.get(b"balance", b"0"))
+    ///         txn[b"balance"] = b"%d" % (n + 10)
+    ///         return n + 10
+    ///     new_balance = db.transact(deposit)
+    #[pyo3(signature = (
+        func, *, isolation="snapshot", mode="optimistic", sync=None, lock_timeout=1.0,
+        max_bytes=None, max_retries=16
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn transact<'py>(
+        &self,
+        py: Python<'py>,
+        func: &Bound<'py, PyAny>,
+        isolation: &str,
+        mode: &str,
+        sync: Option<bool>,
+        lock_timeout: f64,
+        max_bytes: Option<&Bound<'py, PyAny>>,
+        max_retries: i64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut opts = TxnArgs {
+            isolation,
+            mode,
+            sync,
+            lock_timeout,
+            max_bytes,
+        }
+        .parse(py)?;
+        opts.max_retries = u32::try_from(max_retries).map_err(|_| {
+            crate::errors::invalid(
+                py,
+                format!("max_retries: expected an int in [0, 2**32), got {max_retries}"),
+            )
+        })?;
+        crate::txn::transact(py, &self.shared, func, opts)
+    }
+
+    /// The pessimistic transactions waiting for a lock now, each as (its id, [the ids of
+    /// the transactions it waits for]): the wait-for graph, to diagnose contention.
+    fn lock_waits(&self, py: Python<'_>) -> PyResult<Vec<(u64, Vec<u64>)>> {
+        self.shared.call(py, |db| Ok(db.lock_waits()))
     }
 
     /// Creates the column family `name` (durably), or returns it if it exists.

@@ -2,7 +2,8 @@
 //! of the Python package `silt` (`python/silt`, built by maturin: `pyproject.toml`).
 //!
 //! One file per Python class: `db.rs` (`Db`), `cf.rs` (`ColumnFamily`), `batch.rs`
-//! (`WriteBatch`), `snapshot.rs` (`Snapshot`), `iter.rs` (`Iter`); what they share:
+//! (`WriteBatch`), `snapshot.rs` (`Snapshot`), `txn.rs` (`Transaction`, and
+//! `Db.transact`'s retries), `iter.rs` (`Iter`); what they share:
 //! `shared.rs` (the database state every object holds, and the one way to call the engine
 //! with the GIL released), `view.rs` (what a read sees, which column family), `ops.rs`
 //! (point reads and writes), `convert.rs` (bytes in and out), `options.rs`
@@ -34,6 +35,7 @@ mod options;
 mod shared;
 mod snapshot;
 mod stats;
+mod txn;
 mod view;
 
 /// The extension module; `silt/__init__.py` re-exports it.
@@ -44,6 +46,7 @@ fn _silt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<batch::WriteBatch>()?;
     m.add_class::<snapshot::Snapshot>()?;
     m.add_class::<iter::Iter>()?;
+    m.add_class::<txn::Transaction>()?;
     m.add("MAX_KEY_BYTES", silt::MAX_KEY_BYTES)?;
     m.add("MAX_VALUE_BYTES", silt::MAX_VALUE_BYTES)?;
     m.add("DEFAULT_CF", silt::DEFAULT_CF)?;

@@ -58,11 +58,19 @@ impl Shared {
         T: Send,
         F: FnOnce(&silt::Db) -> silt::Result<T> + Send,
     {
-        let r = py.detach(|| match self.db.read().as_ref() {
-            Some(db) => f(db),
-            None => Err(silt::Error::Closed),
-        });
+        let r = self.with_db(py, f).unwrap_or(Err(silt::Error::Closed));
         r.map_err(|e| errors::to_py(py, e))
+    }
+
+    /// Runs `f` on the engine with the GIL released, as [`Shared::call`], for a caller
+    /// that maps its own errors (a transaction's, which can also have ended); `None` if
+    /// the database is closed.
+    pub(crate) fn with_db<T, F>(&self, py: Python<'_>, f: F) -> Option<T>
+    where
+        T: Send,
+        F: FnOnce(&silt::Db) -> T + Send,
+    {
+        py.detach(|| self.db.read().as_ref().map(f))
     }
 
     /// Whether `close` ran.

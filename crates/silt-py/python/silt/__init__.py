@@ -13,10 +13,14 @@
             assert snap[b"user/1"] == b"ada"
         for key, value in db.prefix(b"user/"):
             print(key, value)
+        with db.transaction() as txn:      # commits at the end, rolls back on error
+            txn[b"count"] = b"%d" % (int(txn[b"count"]) + 1)
+        db.transact(lambda txn: txn.put(b"k", b"v"))  # retried on conflicts
 
 Keys and values are bytes. The GIL is released around every call that may wait for the
 disk or a lock, so threads write in parallel and durable writes share fdatasyncs. Every
-error the engine reports is a :class:`SiltError`; see the classes below.
+error the engine reports is a :class:`SiltError`; the ones worth running a transaction
+again for are :class:`RetryableError`; see the classes below.
 """
 
 from ._errors import (
@@ -24,12 +28,17 @@ from ._errors import (
     ColumnFamilyNotFoundError,
     ConflictError,
     CorruptionError,
+    DeadlockError,
     InvalidArgumentError,
     IoError,
     LockedError,
+    LockTimeoutError,
     NoSpaceError,
     PoisonedError,
+    ReadOnlyError,
+    RetryableError,
     SiltError,
+    TransactionTooLargeError,
 )
 from ._silt import (
     DEFAULT_CF,
@@ -39,6 +48,7 @@ from ._silt import (
     Db,
     Iter,
     Snapshot,
+    Transaction,
     WriteBatch,
 )
 
@@ -49,6 +59,7 @@ __all__ = [
     "ColumnFamily",
     "WriteBatch",
     "Snapshot",
+    "Transaction",
     "Iter",
     "SiltError",
     "IoError",
@@ -59,7 +70,12 @@ __all__ = [
     "ColumnFamilyNotFoundError",
     "ClosedError",
     "LockedError",
+    "ReadOnlyError",
+    "RetryableError",
     "ConflictError",
+    "LockTimeoutError",
+    "DeadlockError",
+    "TransactionTooLargeError",
     "MAX_KEY_BYTES",
     "MAX_VALUE_BYTES",
     "DEFAULT_CF",
