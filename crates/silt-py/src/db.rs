@@ -53,6 +53,11 @@ use crate::view::{SnapshotState, Target, View};
 ///                          sync=True/False.
 ///   sync_interval=0.01     seconds between background syncs, with sync="interval".
 ///   str_keys=False         accept str keys, encoded as UTF-8.
+///   read_only=False        open read-only, for tools and for a second process reading
+///                          a database another process writes: no lock is taken and
+///                          nothing is written; it reads the state as of the open (reopen
+///                          to see later writes); writes raise silt.ReadOnlyError. A
+///                          missing database is not created.
 ///   create_if_missing=True, paranoid_checks=True,
 ///   memtable_bytes=64 MiB, immutable_memtables_max=2, block_cache_bytes=64 MiB,
 ///   table_cache_tables=4096, block_size_bytes=4096, bloom_bits_per_key=10,
@@ -63,7 +68,7 @@ use crate::view::{SnapshotState, Target, View};
 ///   blob_gc_garbage_ratio=0.5.
 ///
 /// Raises silt.LockedError if another handle (another process, or another open Db of
-/// this process) holds the directory, silt.IoError / silt.CorruptionError if it cannot
+/// this process) holds the directory (unless read_only), silt.IoError / silt.CorruptionError if it cannot
 /// be opened. Close it with close() or a `with` block: that waits for background work,
 /// and everything acknowledged stays recoverable.
 #[pyclass(frozen, mapping, module = "silt", name = "Db")]
@@ -114,7 +119,7 @@ impl Db {
             .detach(|| parsed.builder.open())
             .map_err(|e| crate::errors::to_py(py, e))?;
         Ok(Db {
-            shared: Arc::new(Shared::new(db, path, parsed.str_keys)),
+            shared: Arc::new(Shared::new(db, path, parsed.str_keys, parsed.read_only)),
         })
     }
 
@@ -461,6 +466,17 @@ impl Db {
         })
     }
 
+    /// Makes a checkpoint in `dir` (which must not exist): a directory that opens as a
+    /// database (silt.Db(dir)) holding this one's state at one seqno, which includes
+    /// every write acknowledged before the call, while writes go on. Tables are hard
+    /// links (copied across file systems); the directory appears whole or not at all.
+    /// Returns a dict: dir, seqno (every write below it is in the checkpoint, and no
+    /// other), files_linked, files_copied, bytes_copied, log_segments.
+    fn checkpoint<'py>(&self, py: Python<'py>, dir: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+        let info = self.shared.call(py, |db| db.checkpoint(&dir))?;
+        crate::backup::checkpoint_dict(py, &info)
+    }
+
     /// Counters and sizes, as a dict: per level tables and bytes, memtable bytes, cache
     /// hits and misses, bytes written by users, the log, flushes and compactions, the
     /// log's fdatasync count (`wal_fsyncs`), write amplification, stalls, blob files.
@@ -498,6 +514,12 @@ impl Db {
     #[getter]
     fn str_keys(&self) -> bool {
         self.shared.str_keys
+    }
+
+    /// Whether the database was opened with read_only=True.
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.shared.read_only
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {

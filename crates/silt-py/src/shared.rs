@@ -35,18 +35,21 @@ pub(crate) struct Shared {
     pub(crate) path: PathBuf,
     /// Whether `str` keys are accepted (as UTF-8).
     pub(crate) str_keys: bool,
+    /// Whether the database was opened read-only.
+    pub(crate) read_only: bool,
     /// The default column family's handle.
     pub(crate) default_cf: silt::ColumnFamily,
 }
 
 impl Shared {
-    pub(crate) fn new(db: silt::Db, path: PathBuf, str_keys: bool) -> Shared {
+    pub(crate) fn new(db: silt::Db, path: PathBuf, str_keys: bool, read_only: bool) -> Shared {
         let default_cf = db.default_cf();
         Shared {
             db: RwLock::new(Some(db)),
             closed: AtomicBool::new(false),
             path,
             str_keys,
+            read_only,
             default_cf,
         }
     }

@@ -17,6 +17,10 @@
             txn[b"count"] = b"%d" % (int(txn[b"count"]) + 1)
         db.transact(lambda txn: txn.put(b"k", b"v"))  # retried on conflicts
 
+Tools: ``silt.Db(path, read_only=True)`` reads beside a writer in another process,
+``db.checkpoint(dir)`` makes a copy that opens as a database, :class:`BackupStore` keeps
+incremental, verified backups, and :func:`repair` rebuilds a lost manifest.
+
 Keys and values are bytes. The GIL is released around every call that may wait for the
 disk or a lock, so threads write in parallel and durable writes share fdatasyncs. Every
 error the engine reports is a :class:`SiltError`; the ones worth running a transaction
@@ -44,12 +48,14 @@ from ._silt import (
     DEFAULT_CF,
     MAX_KEY_BYTES,
     MAX_VALUE_BYTES,
+    BackupStore,
     ColumnFamily,
     Db,
     Iter,
     Snapshot,
     Transaction,
     WriteBatch,
+    repair,
 )
 
 __version__ = "0.1.0"
@@ -61,6 +67,8 @@ __all__ = [
     "Snapshot",
     "Transaction",
     "Iter",
+    "BackupStore",
+    "repair",
     "SiltError",
     "IoError",
     "NoSpaceError",

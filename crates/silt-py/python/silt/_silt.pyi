@@ -7,11 +7,12 @@ mypy is installed (``tests/test_stubs.py``).
 import os
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable, Dict, Generic, List, Literal, Optional, Tuple, Type, TypeVar, Union, final, overload
+from typing import Any, Callable, Dict, Generic, List, Literal, Optional, Tuple, Type, TypeVar, TypedDict, Union, final, overload
 
 from typing_extensions import Self
 
 __all__ = [
+    "BackupStore",
     "ColumnFamily",
     "DEFAULT_CF",
     "Db",
@@ -21,6 +22,7 @@ __all__ = [
     "Snapshot",
     "Transaction",
     "WriteBatch",
+    "repair",
 ]
 
 _Key = Union[bytes, bytearray, memoryview, str]
@@ -38,6 +40,35 @@ _Mode = Literal["optimistic", "pessimistic"]
 _T = TypeVar("_T")
 _D = TypeVar("_D")
 _R = TypeVar("_R")
+
+class _CheckpointInfo(TypedDict):
+    dir: str
+    seqno: int
+    files_linked: int
+    files_copied: int
+    bytes_copied: int
+    log_segments: int
+
+class _BackupInfo(TypedDict):
+    id: int
+    created_unix_secs: int
+    seqno: int
+    files: int
+    bytes: int
+    new_files: int
+    new_bytes: int
+
+class _RepairReport(TypedDict):
+    manifest_error: Optional[str]
+    tables_recovered: int
+    blob_files_recovered: int
+    damaged: List[Tuple[str, str]]
+    assumed_default: List[str]
+    cfs_recreated: List[str]
+    records_recovered: int
+    log_damage: Optional[str]
+    tables_written: int
+    set_aside: List[Tuple[str, str]]
 
 MAX_KEY_BYTES: int
 MAX_VALUE_BYTES: int
@@ -65,6 +96,7 @@ class Db:
         sync: Literal["none", "interval", "full"] = ...,
         sync_interval: float = ...,
         str_keys: bool = ...,
+        read_only: bool = ...,
         create_if_missing: bool = ...,
         paranoid_checks: bool = ...,
         memtable_bytes: int = ...,
@@ -157,6 +189,7 @@ class Db:
     def sync(self) -> None: ...
     def flush(self) -> None: ...
     def compact_range(self, start: Optional[_Key] = None, end: Optional[_Key] = None, *, cf: _CfArg = None) -> None: ...
+    def checkpoint(self, dir: Union[str, "os.PathLike[str]"]) -> _CheckpointInfo: ...
     def stats(self) -> Dict[str, Any]: ...
     def background_error(self) -> Optional[str]: ...
     def close(self) -> None: ...
@@ -166,6 +199,8 @@ class Db:
     def path(self) -> Path: ...
     @property
     def str_keys(self) -> bool: ...
+    @property
+    def read_only(self) -> bool: ...
     def __enter__(self) -> Self: ...
     def __exit__(
         self,
@@ -358,3 +393,20 @@ class Transaction:
         exc_value: Optional[BaseException],
         traceback: Optional[TracebackType],
     ) -> bool: ...
+
+# Not subclassable (a Rust struct).
+@final
+class BackupStore:
+    """A directory of incremental, checksummed backups; see ``help(silt.BackupStore)``."""
+
+    def __new__(cls, path: Union[str, "os.PathLike[str]"]) -> "BackupStore": ...
+    def create(self, db: Db) -> _BackupInfo: ...
+    def list(self) -> List[_BackupInfo]: ...
+    def verify(self, id: int) -> _BackupInfo: ...
+    def restore(self, id: int, target: Union[str, "os.PathLike[str]"]) -> _BackupInfo: ...
+    def purge_old(self, keep: int) -> List[int]: ...
+    @property
+    def path(self) -> Path: ...
+
+def repair(path: Union[str, "os.PathLike[str]"]) -> _RepairReport:
+    """Rebuilds the manifest of the database at ``path`` from its files; see ``help(silt.repair)``."""
