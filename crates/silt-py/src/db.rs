@@ -16,6 +16,7 @@ use crate::ops;
 use crate::options;
 use crate::shared::Shared;
 use crate::snapshot::Snapshot;
+use crate::txn::{Transaction, TxnArgs};
 use crate::view::{SnapshotState, Target, View};
 
 /// An open silt database: an embedded, durable key-value store (an LSM tree).
@@ -35,6 +36,11 @@ use crate::view::{SnapshotState, Target, View};
 /// (a delete is a blind tombstone), so it would be a full scan; count with
 /// `sum(1 for _ in db.keys())` when you mean to.
 ///
+/// Atomic writes: db.batch() (a WriteBatch); consistent reads: db.snapshot();
+/// both, with isolation levels and conflict checks: db.transaction() (a Transaction,
+/// committed at the end of its `with` block) and db.transact(fn), which runs fn(txn)
+/// again when it conflicts.
+///
 /// Every method that can wait on the disk or a lock releases the GIL, so threads run in
 /// parallel and concurrent durable writes share one fdatasync (group commit).
 ///
@@ -47,6 +53,11 @@ use crate::view::{SnapshotState, Target, View};
 ///                          sync=True/False.
 ///   sync_interval=0.01     seconds between background syncs, with sync="interval".
 ///   str_keys=False         accept str keys, encoded as UTF-8.
+///   read_only=False        open read-only, for tools and for a second process reading
+///                          a database another process writes: no lock is taken and
+///                          nothing is written; it reads the state as of the open (reopen
+///                          to see later writes); writes raise silt.ReadOnlyError. A
+///                          missing database is not created.
 ///   create_if_missing=True, paranoid_checks=True,
 ///   memtable_bytes=64 MiB, immutable_memtables_max=2, block_cache_bytes=64 MiB,
 ///   table_cache_tables=4096, block_size_bytes=4096, bloom_bits_per_key=10,
@@ -57,7 +68,7 @@ use crate::view::{SnapshotState, Target, View};
 ///   blob_gc_garbage_ratio=0.5.
 ///
 /// Raises silt.LockedError if another handle (another process, or another open Db of
-/// this process) holds the directory, silt.IoError / silt.CorruptionError if it cannot
+/// this process) holds the directory (unless read_only), silt.IoError / silt.CorruptionError if it cannot
 /// be opened. Close it with close() or a `with` block: that waits for background work,
 /// and everything acknowledged stays recoverable.
 #[pyclass(frozen, mapping, module = "silt", name = "Db")]
@@ -108,7 +119,7 @@ impl Db {
             .detach(|| parsed.builder.open())
             .map_err(|e| crate::errors::to_py(py, e))?;
         Ok(Db {
-            shared: Arc::new(Shared::new(db, path, parsed.str_keys)),
+            shared: Arc::new(Shared::new(db, path, parsed.str_keys, parsed.read_only)),
         })
     }
 
@@ -294,6 +305,100 @@ impl Db {
         })
     }
 
+    /// A new transaction (see help(silt.Transaction)). Used as a context manager it
+    /// commits when the block ends cleanly and rolls back if it raises:
+    ///
+    ///     with db.transaction(isolation="serializable") as txn:
+    ///         txn[b"a"] = txn[b"b"]
+    ///
+    /// isolation: "snapshot" (reads from the snapshot taken now; a write to a key
+    ///   someone else changed since fails at commit: first committer wins),
+    ///   "serializable" (also the keys and ranges it read must not change),
+    ///   "repeatable_read" (the keys it reads and writes must not change; ranges are not
+    ///   protected), "read_committed" / "read_uncommitted" (each read sees the latest
+    ///   committed state; no checks). docs/design.md has the table of anomalies.
+    /// mode: "optimistic" (no locks; conflicts found at commit: ConflictError) or
+    ///   "pessimistic" (locks taken as it goes and held to the end: LockTimeoutError
+    ///   after lock_timeout seconds, DeadlockError at once for a wait that would
+    ///   deadlock).
+    /// sync: the commit's durability, as for put (None: the database's sync mode).
+    /// max_bytes: the most it may buffer (keys, values, 64 bytes per key; default
+    ///   1 GiB); a write past it raises TransactionTooLargeError.
+    #[pyo3(signature = (
+        *, isolation="snapshot", mode="optimistic", sync=None, lock_timeout=1.0, max_bytes=None
+    ))]
+    fn transaction(
+        &self,
+        py: Python<'_>,
+        isolation: &str,
+        mode: &str,
+        sync: Option<bool>,
+        lock_timeout: f64,
+        max_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Transaction> {
+        let opts = TxnArgs {
+            isolation,
+            mode,
+            sync,
+            lock_timeout,
+            max_bytes,
+        }
+        .parse(py)?;
+        Transaction::begin(py, &self.shared, opts)
+    }
+
+    /// Runs `func(txn)` in a new transaction and commits it, retrying on
+    /// silt.RetryableError (ConflictError, LockTimeoutError, DeadlockError, raised by
+    /// `func` or the commit): it rolls back, waits a little (100 us doubling to 10 ms,
+    /// with jitter) and calls `func` again in a new transaction, up to max_retries
+    /// times. Returns what `func` returned; any other exception rolls back and
+    /// propagates at once. `func` must be safe to run more than once (no side effects
+    /// outside the transaction). Options as for transaction().
+    ///
+    ///     def deposit(txn):
+    ///         n = int(txn.get(b"balance", b"0"))
+    ///         txn[b"balance"] = b"%d" % (n + 10)
+    ///         return n + 10
+    ///     new_balance = db.transact(deposit)
+    #[pyo3(signature = (
+        func, *, isolation="snapshot", mode="optimistic", sync=None, lock_timeout=1.0,
+        max_bytes=None, max_retries=16
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn transact<'py>(
+        &self,
+        py: Python<'py>,
+        func: &Bound<'py, PyAny>,
+        isolation: &str,
+        mode: &str,
+        sync: Option<bool>,
+        lock_timeout: f64,
+        max_bytes: Option<&Bound<'py, PyAny>>,
+        max_retries: i64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut opts = TxnArgs {
+            isolation,
+            mode,
+            sync,
+            lock_timeout,
+            max_bytes,
+        }
+        .parse(py)?;
+        opts.max_retries = u32::try_from(max_retries).map_err(|_| {
+            crate::errors::invalid(
+                py,
+                format!("max_retries: expected an int in [0, 2**32), got {max_retries}"),
+            )
+        })?;
+        crate::txn::transact(py, &self.shared, func, opts)
+    }
+
+    /// The pessimistic transactions waiting for a lock now, each as (its id, [the ids of
+    /// the transactions it waits for]): the wait-for graph, to diagnose contention.
+    fn lock_waits(&self, py: Python<'_>) -> PyResult<Vec<(u64, Vec<u64>)>> {
+        self.shared.call(py, |db| Ok(db.lock_waits()))
+    }
+
     /// Creates the column family `name` (durably), or returns it if it exists.
     fn create_cf(&self, py: Python<'_>, name: &str) -> PyResult<ColumnFamily> {
         let cf = self.shared.call(py, |db| db.create_cf(name))?;
@@ -361,6 +466,17 @@ impl Db {
         })
     }
 
+    /// Makes a checkpoint in `dir` (which must not exist): a directory that opens as a
+    /// database (silt.Db(dir)) holding this one's state at one seqno, which includes
+    /// every write acknowledged before the call, while writes go on. Tables are hard
+    /// links (copied across file systems); the directory appears whole or not at all.
+    /// Returns a dict: dir, seqno (every write below it is in the checkpoint, and no
+    /// other), files_linked, files_copied, bytes_copied, log_segments.
+    fn checkpoint<'py>(&self, py: Python<'py>, dir: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+        let info = self.shared.call(py, |db| db.checkpoint(&dir))?;
+        crate::backup::checkpoint_dict(py, &info)
+    }
+
     /// Counters and sizes, as a dict: per level tables and bytes, memtable bytes, cache
     /// hits and misses, bytes written by users, the log, flushes and compactions, the
     /// log's fdatasync count (`wal_fsyncs`), write amplification, stalls, blob files.
@@ -398,6 +514,12 @@ impl Db {
     #[getter]
     fn str_keys(&self) -> bool {
         self.shared.str_keys
+    }
+
+    /// Whether the database was opened with read_only=True.
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.shared.read_only
     }
 
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {

@@ -2,9 +2,11 @@
 //!
 //! Invariants:
 //! * every engine error becomes an instance of a `silt.SiltError` subclass, one class per
-//!   variant, with the variant's fields as attributes; a variant this crate does not know
-//!   yet (`silt::Error` is `#[non_exhaustive]`) becomes a plain `silt.SiltError` with the
-//!   engine's message, never a panic;
+//!   variant, with the variant's fields as attributes (keys as `bytes`, column families
+//!   by name); the retryable ones (`Error::is_retryable`: `Conflict`, `LockTimeout`,
+//!   `Deadlock`) derive from `silt.RetryableError`, which is what `Db.transact` retries;
+//!   a variant this crate does not know yet (`silt::Error` is `#[non_exhaustive]`)
+//!   becomes a plain `silt.SiltError` with the engine's message, never a panic;
 //! * the message is the engine's `Display`, which says what to do;
 //! * the classes are looked up once (`PyOnceLock`) from `silt._errors`, so the mapping
 //!   costs one call of the class on the error path only.
@@ -12,7 +14,7 @@
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyType;
+use pyo3::types::{PyBytes, PyType};
 
 /// One cached exception class of `silt._errors`.
 struct Class {
@@ -42,6 +44,12 @@ static INVALID: Class = Class::new("InvalidArgumentError");
 static CF_NOT_FOUND: Class = Class::new("ColumnFamilyNotFoundError");
 static CLOSED: Class = Class::new("ClosedError");
 static LOCKED: Class = Class::new("LockedError");
+static CONFLICT: Class = Class::new("ConflictError");
+static LOCK_TIMEOUT: Class = Class::new("LockTimeoutError");
+static DEADLOCK: Class = Class::new("DeadlockError");
+static TOO_LARGE: Class = Class::new("TransactionTooLargeError");
+static READ_ONLY: Class = Class::new("ReadOnlyError");
+static RETRYABLE: Class = Class::new("RetryableError");
 
 /// The Python exception for an engine error.
 pub(crate) fn to_py(py: Python<'_>, e: silt::Error) -> PyErr {
@@ -91,17 +99,65 @@ fn build(py: Python<'_>, e: &silt::Error) -> PyResult<PyErr> {
             inst.setattr("holder", *holder)?;
             inst
         }
+        silt::Error::Conflict { cf, key, kind } => {
+            let inst = CONFLICT.get(py)?.call1((msg,))?;
+            inst.setattr("cf", cf.as_str())?;
+            inst.setattr("key", PyBytes::new(py, key))?;
+            inst.setattr("kind", conflict_kind(*kind))?;
+            inst
+        }
+        silt::Error::LockTimeout { cf, key, waited_ms } => {
+            let inst = LOCK_TIMEOUT.get(py)?.call1((msg,))?;
+            inst.setattr("cf", cf.as_str())?;
+            inst.setattr("key", PyBytes::new(py, key))?;
+            inst.setattr("waited_ms", *waited_ms)?;
+            inst
+        }
+        silt::Error::Deadlock { cf, key } => {
+            let inst = DEADLOCK.get(py)?.call1((msg,))?;
+            inst.setattr("cf", cf.as_str())?;
+            inst.setattr("key", PyBytes::new(py, key))?;
+            inst
+        }
+        silt::Error::TransactionTooLarge { bytes, limit } => {
+            let inst = TOO_LARGE.get(py)?.call1((msg,))?;
+            inst.setattr("bytes", *bytes)?;
+            inst.setattr("limit", *limit)?;
+            inst
+        }
+        silt::Error::ReadOnly => READ_ONLY.get(py)?.call1((msg,))?,
         _ => SILT.get(py)?.call1((msg,))?,
     };
     Ok(PyErr::from_value(inst))
 }
 
+/// `ConflictError.kind`: which check failed, as a stable string.
+fn conflict_kind(kind: silt::ConflictKind) -> &'static str {
+    match kind {
+        silt::ConflictKind::WriteWrite => "write_write",
+        silt::ConflictKind::ReadValidation => "read_validation",
+        silt::ConflictKind::Phantom => "phantom",
+        // `ConflictKind` is `#[non_exhaustive]`: a kind added later is still a conflict.
+        _ => "other",
+    }
+}
+
+/// Whether `e` is a `silt.RetryableError` (a conflict, a lock timeout, a deadlock: what
+/// `Db.transact` retries), as `silt::Error::is_retryable` says of the engine's errors.
+pub(crate) fn is_retryable(py: Python<'_>, e: &PyErr) -> bool {
+    RETRYABLE
+        .get(py)
+        .is_ok_and(|class| e.is_instance(py, class.as_any()))
+}
+
 /// `silt.ClosedError` for an object of a closed database (or a closed snapshot).
 pub(crate) fn closed(py: Python<'_>, what: &str) -> PyErr {
-    match CLOSED
-        .get(py)
-        .and_then(|c| c.call1((format!("{what} is closed"),)))
-    {
+    closed_msg(py, format!("{what} is closed"))
+}
+
+/// `silt.ClosedError` with the message `msg` (an ended transaction says how it ended).
+pub(crate) fn closed_msg(py: Python<'_>, msg: String) -> PyErr {
+    match CLOSED.get(py).and_then(|c| c.call1((msg,))) {
         Ok(inst) => PyErr::from_value(inst),
         Err(e) => e,
     }

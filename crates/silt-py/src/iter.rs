@@ -1,16 +1,18 @@
-//! `silt.Iter`: the Python iterator over a key range of a database or snapshot
-//! (`range`, `prefix`, `keys`, `values`, `items`, and `iter(db)`).
+//! `silt.Iter`: the Python iterator over a key range of a database, snapshot or
+//! transaction (`range`, `prefix`, `keys`, `values`, `items`, and `iter(db)`).
 //!
 //! Ownership across the boundary: the engine's `silt::Iter` owns what it reads (it pins
 //! the super-version it started on: memtables and tables, not the database), and this
 //! object owns the engine iterator and an `Arc` of the database's [`Shared`] state. So an
 //! iterator is safe however long Python keeps it, and keeps the database open while it
 //! lives (`for k in silt.Db(p).keys()` works). It sees one consistent state: the writes
-//! acknowledged before it was created (or the snapshot's).
+//! acknowledged before it was created (or the snapshot's; or, in a transaction, what the
+//! transaction reads with its own writes as of the iterator's creation merged in).
 //!
 //! Invariants:
-//! * after `Db.close()` (or `Snapshot.close()` for a snapshot's iterator) `__next__`
-//!   raises `silt.ClosedError`, also for pairs already buffered;
+//! * after `Db.close()` (or `Snapshot.close()` for a snapshot's iterator, or the end of
+//!   a transaction for its iterators) `__next__` raises `silt.ClosedError`, also for
+//!   pairs already buffered: a transaction's reads after its end were never validated;
 //! * pairs are read ahead in chunks, with the GIL released once per chunk rather than once
 //!   per pair. A chunk starts at 8 pairs and doubles up to 1024 (or 1 MiB of keys and
 //!   values), so a short scan or `next(it)` reads little and a long scan pays little per
@@ -144,14 +146,17 @@ impl State {
     }
 }
 
-/// An iterator over a key range of a database or snapshot, in key order (or reverse key
-/// order). Made by `Db.range`, `Db.prefix`, `Db.keys`, `Db.values`, `Db.items` and
-/// `iter(db)`, and the same methods of `ColumnFamily` and `Snapshot`.
+/// An iterator over a key range of a database, snapshot or transaction, in key order (or
+/// reverse key order). Made by `Db.range`, `Db.prefix`, `Db.keys`, `Db.values`,
+/// `Db.items` and `iter(db)`, and the same methods of `ColumnFamily`, `Snapshot` and
+/// `Transaction`.
 ///
 /// It sees one consistent state, the writes acknowledged before it was made (a
-/// snapshot's iterator sees the snapshot), however long it lives, and it keeps the
+/// snapshot's iterator sees the snapshot; a transaction's, its own writes as of its
+/// creation over what the transaction reads), however long it lives, and it keeps the
 /// database open while it lives. `close()` releases what it holds before it is
-/// garbage-collected. After the database is closed it raises `silt.ClosedError`.
+/// garbage-collected. After the database is closed (or the snapshot closed, or the
+/// transaction ended) it raises `silt.ClosedError`.
 #[pyclass(frozen, module = "silt", name = "Iter")]
 pub struct Iter {
     shared: Arc<Shared>,

@@ -2,7 +2,9 @@
 //! of the Python package `silt` (`python/silt`, built by maturin: `pyproject.toml`).
 //!
 //! One file per Python class: `db.rs` (`Db`), `cf.rs` (`ColumnFamily`), `batch.rs`
-//! (`WriteBatch`), `snapshot.rs` (`Snapshot`), `iter.rs` (`Iter`); what they share:
+//! (`WriteBatch`), `snapshot.rs` (`Snapshot`), `txn.rs` (`Transaction`, and
+//! `Db.transact`'s retries), `iter.rs` (`Iter`), `backup.rs` (`BackupStore`, and
+//! `Db.checkpoint`'s report), `repair.rs` (`silt.repair`); what they share:
 //! `shared.rs` (the database state every object holds, and the one way to call the engine
 //! with the GIL released), `view.rs` (what a read sees, which column family), `ops.rs`
 //! (point reads and writes), `convert.rs` (bytes in and out), `options.rs`
@@ -23,6 +25,7 @@
 
 use pyo3::prelude::*;
 
+mod backup;
 mod batch;
 mod cf;
 mod convert;
@@ -31,9 +34,11 @@ mod errors;
 mod iter;
 mod ops;
 mod options;
+mod repair;
 mod shared;
 mod snapshot;
 mod stats;
+mod txn;
 mod view;
 
 /// The extension module; `silt/__init__.py` re-exports it.
@@ -44,6 +49,9 @@ fn _silt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<batch::WriteBatch>()?;
     m.add_class::<snapshot::Snapshot>()?;
     m.add_class::<iter::Iter>()?;
+    m.add_class::<txn::Transaction>()?;
+    m.add_class::<backup::BackupStore>()?;
+    m.add_function(wrap_pyfunction!(repair::repair, m)?)?;
     m.add("MAX_KEY_BYTES", silt::MAX_KEY_BYTES)?;
     m.add("MAX_VALUE_BYTES", silt::MAX_VALUE_BYTES)?;
     m.add("DEFAULT_CF", silt::DEFAULT_CF)?;

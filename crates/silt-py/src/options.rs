@@ -18,6 +18,8 @@ use crate::errors;
 pub(crate) struct Parsed {
     pub(crate) builder: silt::DbBuilder,
     pub(crate) str_keys: bool,
+    /// Opened read-only (the option `read_only`, also a `DbBuilder` knob).
+    pub(crate) read_only: bool,
 }
 
 /// The option names, for the error message of an unknown one.
@@ -25,6 +27,7 @@ const NAMES: &[&str] = &[
     "sync",
     "sync_interval",
     "str_keys",
+    "read_only",
     "create_if_missing",
     "paranoid_checks",
     "memtable_bytes",
@@ -53,6 +56,7 @@ pub(crate) fn parse(
 ) -> PyResult<Parsed> {
     let mut b = silt::Db::builder(path);
     let mut str_keys = false;
+    let mut read_only = false;
     let mut sync: Option<String> = None;
     let mut interval: Option<f64> = None;
     if let Some(options) = options {
@@ -95,6 +99,10 @@ pub(crate) fn parse(
                 "str_keys" => {
                     str_keys = flag(&v)?;
                     b
+                }
+                "read_only" => {
+                    read_only = flag(&v)?;
+                    b.read_only(read_only)
                 }
                 "create_if_missing" => b.create_if_missing(flag(&v)?),
                 "paranoid_checks" => b.paranoid_checks(flag(&v)?),
@@ -158,6 +166,7 @@ pub(crate) fn parse(
     Ok(Parsed {
         builder: b.sync_mode(mode),
         str_keys,
+        read_only,
     })
 }
 

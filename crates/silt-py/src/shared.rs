@@ -35,18 +35,21 @@ pub(crate) struct Shared {
     pub(crate) path: PathBuf,
     /// Whether `str` keys are accepted (as UTF-8).
     pub(crate) str_keys: bool,
+    /// Whether the database was opened read-only.
+    pub(crate) read_only: bool,
     /// The default column family's handle.
     pub(crate) default_cf: silt::ColumnFamily,
 }
 
 impl Shared {
-    pub(crate) fn new(db: silt::Db, path: PathBuf, str_keys: bool) -> Shared {
+    pub(crate) fn new(db: silt::Db, path: PathBuf, str_keys: bool, read_only: bool) -> Shared {
         let default_cf = db.default_cf();
         Shared {
             db: RwLock::new(Some(db)),
             closed: AtomicBool::new(false),
             path,
             str_keys,
+            read_only,
             default_cf,
         }
     }
@@ -58,11 +61,19 @@ impl Shared {
         T: Send,
         F: FnOnce(&silt::Db) -> silt::Result<T> + Send,
     {
-        let r = py.detach(|| match self.db.read().as_ref() {
-            Some(db) => f(db),
-            None => Err(silt::Error::Closed),
-        });
+        let r = self.with_db(py, f).unwrap_or(Err(silt::Error::Closed));
         r.map_err(|e| errors::to_py(py, e))
+    }
+
+    /// Runs `f` on the engine with the GIL released, as [`Shared::call`], for a caller
+    /// that maps its own errors (a transaction's, which can also have ended); `None` if
+    /// the database is closed.
+    pub(crate) fn with_db<T, F>(&self, py: Python<'_>, f: F) -> Option<T>
+    where
+        T: Send,
+        F: FnOnce(&silt::Db) -> T + Send,
+    {
+        py.detach(|| self.db.read().as_ref().map(f))
     }
 
     /// Whether `close` ran.

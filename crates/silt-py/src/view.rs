@@ -1,20 +1,21 @@
-//! What a read or write is aimed at: the view it reads ([`View`]: the latest state or a
-//! snapshot) and the column family ([`Target`]), shared by `Db`, `ColumnFamily`,
-//! `Snapshot` and `WriteBatch` so that each operation is written once.
+//! What a read or write is aimed at: the view it reads ([`View`]: the latest state, a
+//! snapshot or a transaction) and the column family ([`Target`]), shared by `Db`,
+//! `ColumnFamily`, `Snapshot`, `Transaction` and `WriteBatch` so that each operation is
+//! written once.
 //!
 //! Invariants:
 //! * a column family named by a string is looked up inside the same engine call as the
 //!   operation (one GIL release, and no window in which a cached handle goes stale); a
 //!   `ColumnFamily` object is used as it is, and must come from the same database;
-//! * a read through a snapshot runs under the database's read lock (`Shared::call`), so
-//!   `Db.close()` waits for it, and after `Snapshot.close()` it raises `ClosedError`.
-//!
-//! A transaction, when the engine has them, is a third [`View`] (reads see its own
-//! writes) and a third home of the write methods; see `docs/design.md`, "silt-py".
+//! * a read through a snapshot or a transaction runs under the database's read lock
+//!   (`Shared::call`), so `Db.close()` waits for it; after `Snapshot.close()`, or once
+//!   the transaction has ended, it raises `ClosedError`;
+//! * a transaction's view holds it weakly: an iterator does not keep a transaction (its
+//!   snapshot, a pessimistic one's locks) alive after its `Transaction` object is gone.
 
 use std::ops::Bound as RangeBound;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::RwLock;
 use pyo3::prelude::*;
@@ -23,6 +24,7 @@ use pyo3::types::PyString;
 use crate::cf::ColumnFamily;
 use crate::errors;
 use crate::shared::Shared;
+use crate::txn::TxnState;
 
 /// A snapshot's engine handle; `None` once released.
 pub(crate) struct SnapshotState {
@@ -50,12 +52,15 @@ pub(crate) enum View {
     Latest,
     /// A snapshot's state.
     Snapshot(Arc<SnapshotState>),
+    /// A transaction's reads: its own writes over what its isolation level reads.
+    Transaction(Weak<TxnState>),
 }
 
 /// The engine object a read runs on.
 pub(crate) enum Reader<'a> {
     Db(&'a silt::Db),
     Snapshot(&'a silt::Snapshot),
+    Txn(&'a silt::Txn),
 }
 
 impl Reader<'_> {
@@ -63,6 +68,7 @@ impl Reader<'_> {
         match self {
             Reader::Db(db) => db.get_cf(cf, key),
             Reader::Snapshot(s) => s.get_cf(cf, key),
+            Reader::Txn(t) => t.get_cf(cf, key),
         }
     }
 
@@ -75,6 +81,7 @@ impl Reader<'_> {
         match self {
             Reader::Db(db) => db.range_cf(cf, (lo, hi)),
             Reader::Snapshot(s) => s.range_cf(cf, (lo, hi)),
+            Reader::Txn(t) => t.range_cf(cf, (lo, hi)),
         }
     }
 
@@ -82,6 +89,7 @@ impl Reader<'_> {
         match self {
             Reader::Db(db) => db.prefix_cf(cf, prefix),
             Reader::Snapshot(s) => s.prefix_cf(cf, prefix),
+            Reader::Txn(t) => t.prefix_cf(cf, prefix),
         }
     }
 }
@@ -90,12 +98,15 @@ impl View {
     /// `ClosedError` if this view cannot be read any more.
     pub(crate) fn check_open(&self, py: Python<'_>, shared: &Shared) -> PyResult<()> {
         shared.check_open(py)?;
-        if let View::Snapshot(s) = self {
-            if s.is_closed() {
-                return Err(errors::closed(py, "the snapshot"));
-            }
+        match self {
+            View::Latest => Ok(()),
+            View::Snapshot(s) if s.is_closed() => Err(errors::closed(py, "the snapshot")),
+            View::Snapshot(_) => Ok(()),
+            View::Transaction(t) => match t.upgrade() {
+                Some(t) => t.check_active(py),
+                None => Err(TxnState::gone(py)),
+            },
         }
-        Ok(())
     }
 
     /// Runs `f` on this view's engine object with the GIL released.
@@ -112,6 +123,10 @@ impl View {
                 // Released by another thread after the check above.
                 None => Err(silt::Error::Closed),
             }),
+            View::Transaction(t) => match t.upgrade() {
+                Some(t) => t.run(py, shared, |db, txn| f(db, Reader::Txn(txn))),
+                None => Err(TxnState::gone(py)),
+            },
         }
     }
 }

@@ -23,10 +23,30 @@ def use(path: str) -> None:
         pairs: List[Tuple[bytes, bytes]] = list(db.range(b"a", b"z", reverse=True))
         keys: List[bytes] = list(db.keys(prefix=b"a"))
         fsyncs: int = db.stats()["wal_fsyncs"]
+        with db.transaction(isolation="serializable", mode="pessimistic", lock_timeout=0.5) as txn:
+            got: Optional[bytes] = txn.get_for_update(b"k", cf=users)
+            txn[b"k"] = got or b""
+            txn.savepoint()
+            txn.rollback_to_savepoint()
+            own: List[Tuple[bytes, bytes]] = list(txn.items(reverse=True))
+            state: str = txn.state
+
+        def incr(t: silt.Transaction) -> int:
+            n = int(t.get(b"n", b"0")) + 1
+            t.put(b"n", b"%d" % n)
+            return n
+
+        count: int = db.transact(incr, max_retries=3)
+        try:
+            db.transact(incr)
+        except silt.ConflictError as c:
+            print(c.cf, c.key, c.kind)
+        except silt.RetryableError:
+            pass
         try:
             db.cf("missing")
         except silt.ColumnFamilyNotFoundError as e:
             print(e.name)
         except silt.SiltError:
             raise
-        print(v, maybe, either, old, pairs, keys, fsyncs)
+        print(v, maybe, either, old, pairs, keys, fsyncs, own, state, count)

@@ -13,10 +13,18 @@
             assert snap[b"user/1"] == b"ada"
         for key, value in db.prefix(b"user/"):
             print(key, value)
+        with db.transaction() as txn:      # commits at the end, rolls back on error
+            txn[b"count"] = b"%d" % (int(txn[b"count"]) + 1)
+        db.transact(lambda txn: txn.put(b"k", b"v"))  # retried on conflicts
+
+Tools: ``silt.Db(path, read_only=True)`` reads beside a writer in another process,
+``db.checkpoint(dir)`` makes a copy that opens as a database, :class:`BackupStore` keeps
+incremental, verified backups, and :func:`repair` rebuilds a lost manifest.
 
 Keys and values are bytes. The GIL is released around every call that may wait for the
 disk or a lock, so threads write in parallel and durable writes share fdatasyncs. Every
-error the engine reports is a :class:`SiltError`; see the classes below.
+error the engine reports is a :class:`SiltError`; the ones worth running a transaction
+again for are :class:`RetryableError`; see the classes below.
 """
 
 from ._errors import (
@@ -24,22 +32,30 @@ from ._errors import (
     ColumnFamilyNotFoundError,
     ConflictError,
     CorruptionError,
+    DeadlockError,
     InvalidArgumentError,
     IoError,
     LockedError,
+    LockTimeoutError,
     NoSpaceError,
     PoisonedError,
+    ReadOnlyError,
+    RetryableError,
     SiltError,
+    TransactionTooLargeError,
 )
 from ._silt import (
     DEFAULT_CF,
     MAX_KEY_BYTES,
     MAX_VALUE_BYTES,
+    BackupStore,
     ColumnFamily,
     Db,
     Iter,
     Snapshot,
+    Transaction,
     WriteBatch,
+    repair,
 )
 
 __version__ = "0.1.0"
@@ -49,7 +65,10 @@ __all__ = [
     "ColumnFamily",
     "WriteBatch",
     "Snapshot",
+    "Transaction",
     "Iter",
+    "BackupStore",
+    "repair",
     "SiltError",
     "IoError",
     "NoSpaceError",
@@ -59,7 +78,12 @@ __all__ = [
     "ColumnFamilyNotFoundError",
     "ClosedError",
     "LockedError",
+    "ReadOnlyError",
+    "RetryableError",
     "ConflictError",
+    "LockTimeoutError",
+    "DeadlockError",
+    "TransactionTooLargeError",
     "MAX_KEY_BYTES",
     "MAX_VALUE_BYTES",
     "DEFAULT_CF",

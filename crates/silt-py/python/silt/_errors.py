@@ -70,7 +70,8 @@ class ColumnFamilyNotFoundError(SiltError, LookupError):
 class ClosedError(SiltError):
     """The database was closed (``silt::Error::Closed``): by :meth:`silt.Db.close`, the
     end of its ``with`` block, or another handle's close. Also raised by a snapshot or an
-    iterator of a closed database, and by a closed snapshot."""
+    iterator of a closed database, by a closed snapshot, and by a transaction that has
+    ended (committed, rolled back, or failed to commit) and its iterators."""
 
 
 class LockedError(SiltError):
@@ -82,13 +83,78 @@ class LockedError(SiltError):
     holder: Optional[int] = None
 
 
-class ConflictError(SiltError):
-    """A transaction conflicted with a concurrent commit and was not applied.
+class ReadOnlyError(SiltError):
+    """The database was opened read-only (``silt.Db(path, read_only=True)``), so it takes
+    no write, flush, compaction, column-family change or transaction commit with writes
+    (``silt::Error::ReadOnly``). Open it without ``read_only`` (while no other handle
+    holds it) to change it."""
 
-    Reserved: the engine has no transactions yet. When it does,
-    ``with db.transaction() as txn:`` raises this from its commit, and the caller retries
-    the transaction.
+
+class RetryableError(SiltError):
+    """Base class of the errors after which running the same transaction again may
+    succeed: :class:`ConflictError`, :class:`LockTimeoutError` and
+    :class:`DeadlockError` (``silt::Error::is_retryable``). Nothing of the transaction
+    was written. :meth:`silt.Db.transact` retries on exactly these::
+
+        try:
+            with db.transaction() as txn:
+                ...
+        except silt.RetryableError:
+            ...  # run the transaction again
     """
+
+
+class ConflictError(RetryableError):
+    """A transaction could not commit because another write got there first
+    (``silt::Error::Conflict``): optimistic validation at commit, or a pessimistic lock
+    on a key that changed after the transaction's snapshot. Nothing of the transaction
+    was written, and it has ended (rolled back): run it again
+    (:meth:`silt.Db.transact` does).
+
+    ``cf`` is the column family's name, ``key`` (bytes) the first key found in conflict
+    (for a phantom, a key that appeared in a scanned range), ``kind`` which check
+    failed: ``"write_write"`` (a key it wrote, or read with ``get_for_update``, was
+    written by someone else after its snapshot), ``"read_validation"`` (a key it read
+    changed before it committed; ``repeatable_read`` and ``serializable``) or
+    ``"phantom"`` (a range it scanned changed; ``serializable``).
+    """
+
+    cf: Optional[str] = None
+    key: Optional[bytes] = None
+    kind: Optional[str] = None
+
+
+class LockTimeoutError(RetryableError):
+    """A pessimistic transaction waited ``lock_timeout`` seconds for a lock another
+    transaction holds (``silt::Error::LockTimeout``). Nothing was written and the
+    transaction is still open, holding its other locks: retry the call, or roll back
+    and run the transaction again. ``cf`` and ``key`` name the key (the start of the
+    range, for a range lock), ``waited_ms`` how long it waited."""
+
+    cf: Optional[str] = None
+    key: Optional[bytes] = None
+    waited_ms: Optional[int] = None
+
+
+class DeadlockError(RetryableError):
+    """Granting this pessimistic transaction's lock would close a cycle of transactions
+    waiting for each other (``silt::Error::Deadlock``); this one was chosen as the
+    victim. Roll it back (the end of its ``with`` block does) and run it again; its
+    locks block the others until then. ``cf`` and ``key`` name the key it asked for."""
+
+    cf: Optional[str] = None
+    key: Optional[bytes] = None
+
+
+class TransactionTooLargeError(SiltError):
+    """A transaction would buffer more than its ``max_bytes``
+    (``silt::Error::TransactionTooLarge``): keys, values and 64 bytes per key. The write
+    that went over was not buffered; the transaction is still open. Not retryable as
+    is: split the work, or raise ``max_bytes``. ``bytes`` is what it would have held,
+    ``limit`` its limit."""
+
+    bytes: Optional[int] = None
+    limit: Optional[int] = None
 
 
 # Shown as silt.XxxError in tracebacks and reprs: the package is where users import them.
@@ -102,7 +168,12 @@ for _cls in (
     ColumnFamilyNotFoundError,
     ClosedError,
     LockedError,
+    ReadOnlyError,
+    RetryableError,
     ConflictError,
+    LockTimeoutError,
+    DeadlockError,
+    TransactionTooLargeError,
 ):
     _cls.__module__ = "silt"
 del _cls
