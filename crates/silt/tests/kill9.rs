@@ -1,7 +1,9 @@
 //! Real process crashes of the engine: a child process writes batches from several threads
 //! (across two column families, with overwrites and deletes) and reports each
 //! acknowledgement to a file outside the database directory; the parent kills it with
-//! SIGKILL at a random moment, reopens the database in-process and checks that
+//! SIGKILL at a random moment (in three cycles of four, a random moment after the child
+//! reports its database open, so a slow open on a loaded machine still leaves most kills
+//! landing while it writes), reopens the database in-process and checks that
 //!
 //! * no batch the child acknowledged is lost (under every sync mode: a process crash, unlike
 //!   a power loss, loses nothing that reached the OS, and every mode puts a commit in the
@@ -198,6 +200,12 @@ fn child_fail(msg: String) -> ! {
     std::process::exit(CHILD_FAILED);
 }
 
+/// The file a child creates once its database is open (the parent times most kills from
+/// it, so a slow open on a loaded machine does not turn every cycle into a kill during open).
+fn ready_path(acks: &Path) -> PathBuf {
+    acks.with_extension("ready")
+}
+
 fn child_main(spec: &str) {
     let mut parts = spec.split(';');
     let dir = PathBuf::from(parts.next().unwrap());
@@ -233,6 +241,8 @@ fn child_main(spec: &str) {
             .open(&acks)
             .unwrap_or_else(|e| child_fail(format!("open ack file: {e}"))),
     );
+    // Tell the parent the database is open and writing starts now.
+    let _ = std::fs::write(ready_path(&acks), b"");
 
     let mut threads = Vec::new();
     for t in 0..THREADS {
@@ -436,6 +446,7 @@ fn run_cycles(mode: &str, cycles: u64, seed: u64) -> Report {
     let mut ack_lines = 0;
     for cycle in 0..cycles {
         let ctx = |what: &str| format!("kill9 mode {mode} seed {seed} cycle {cycle}: {what}");
+        let _ = std::fs::remove_file(ready_path(&acks));
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
@@ -451,6 +462,18 @@ fn run_cycles(mode: &str, cycles: u64, seed: u64) -> Report {
             .stderr(std::fs::File::create(&stderr_path).unwrap())
             .spawn()
             .unwrap();
+        // Three cycles in four time the kill from the moment the child has opened the
+        // database (killed while writing, however long the open took); the fourth from
+        // the spawn, so some kills land during open and recovery.
+        if rng.random_ratio(3, 4) {
+            let started = Instant::now();
+            while !ready_path(&acks).exists()
+                && child.try_wait().unwrap().is_none()
+                && started.elapsed() < Duration::from_secs(60)
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
         std::thread::sleep(Duration::from_millis(rng.random_range(5..=150)));
         let status = match child.try_wait().unwrap() {
             Some(status) => {
