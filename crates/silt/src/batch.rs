@@ -211,6 +211,26 @@ pub(crate) fn encode_txn_record(tag: u32, txn: u64, n: u32, batch: &WriteBatch) 
     out
 }
 
+/// `entries` as batches of at most about `chunk_bytes` encoded bytes each (one entry alone
+/// may be larger), in order.
+pub(crate) fn split(entries: &[BatchEntry<'_>], chunk_bytes: usize) -> Vec<WriteBatch> {
+    let mut out = Vec::new();
+    let mut b = WriteBatch::new();
+    for e in entries {
+        let need = 13 + e.key.len() + e.value.len() + 4;
+        if !b.is_empty() && b.encoded_bytes() + need > chunk_bytes {
+            out.push(std::mem::take(&mut b));
+            b = WriteBatch::new();
+        }
+        let value = (e.kind == Kind::Put).then_some(e.value);
+        b.push(e.kind, e.cf, e.key, value);
+    }
+    if !b.is_empty() || out.is_empty() {
+        out.push(b);
+    }
+    out
+}
+
 /// Decodes any log record payload, checking every length.
 pub(crate) fn decode_record(payload: &[u8]) -> Result<Record<'_>, BadBatch> {
     let mut p = payload;

@@ -65,3 +65,47 @@ fn a_large_value_in_the_log_is_replayed() {
     let db = Db::open(dir.path()).unwrap();
     assert_eq!(db.get(b"big").unwrap().as_deref(), Some(&value[..]));
 }
+
+/// A batch larger than one log record (256 KiB segments here) is written in parts and
+/// committed by the last record: atomic, a later write to a key still wins across parts,
+/// and it is all there after a reopen. Only a single entry must fit in a record.
+#[test]
+fn a_batch_larger_than_a_log_record_is_written_in_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || {
+        Db::builder(dir.path())
+            .wal_segment_bytes(256 << 10)
+            .memtable_bytes(16 << 20)
+            .open()
+            .unwrap()
+    };
+    let db = open();
+    let mut batch = WriteBatch::new();
+    for i in 0..4000u32 {
+        batch.put(
+            format!("k{:04}", i % 2000).as_bytes(),
+            &vec![(i / 2000) as u8; 300],
+        );
+    }
+    batch.delete(b"k0007");
+    assert!(batch.encoded_bytes() > 1 << 20);
+    db.write(batch, WriteOptions::default()).unwrap();
+    let check = |db: &Db| {
+        let all: Vec<_> = db.iter().map(|r| r.unwrap()).collect();
+        assert_eq!(all.len(), 1999);
+        // The second write of each key (value 1) won over the first, across parts.
+        assert!(all.iter().all(|(_, v)| v == &vec![1u8; 300]));
+        assert_eq!(db.get(b"k0007").unwrap(), None);
+    };
+    check(&db);
+    drop(db);
+    let db = open();
+    check(&db);
+    // A single entry larger than a record is still refused.
+    let mut one = WriteBatch::new();
+    one.put(b"huge", &vec![0u8; 300 << 10]);
+    assert!(matches!(
+        db.write(one, WriteOptions::default()),
+        Err(Error::InvalidArgument(_))
+    ));
+}

@@ -115,8 +115,89 @@ impl DbInner {
             }
         }
         self.maybe_stall(batch.encoded_bytes() as u64)?;
-        self.commit(batch.payload(), &entries, opts.sync, None)?;
+        if batch.encoded_bytes() <= self.wal.max_payload_bytes() {
+            self.commit(batch.payload(), &entries, opts.sync, None)?;
+        } else {
+            // Larger than one log record: written in parts, committed by the last
+            // (`docs/format/batch.md`), atomic all the same.
+            let chunk = self.wal.max_payload_bytes() - batch::TXN_HEADER_BYTES;
+            let chunks = batch::split(&entries, chunk);
+            self.commit_chunks(&chunks, opts.sync, None, || {})?;
+        }
         Ok(())
+    }
+
+    /// A commit of one or more batches: one record if there is one, else part records and
+    /// a commit record (`docs/format/batch.md`), every entry applied at the commit record's
+    /// seqno (the entries of all batches, in order, as one batch: a later write to a key
+    /// wins). The parts are pinned in the log until the commit is in a table (invariant T4
+    /// of `txn/mod.rs`). `after_parts` runs between the parts and the commit (for tests);
+    /// `validate` as in [`DbInner::commit`].
+    pub(crate) fn commit_chunks(
+        &self,
+        chunks: &[WriteBatch],
+        sync: Option<bool>,
+        validate: Option<&mut Validate<'_>>,
+        after_parts: impl FnOnce(),
+    ) -> Result<Seqno> {
+        let mut entries = Vec::new();
+        for c in chunks {
+            entries.extend(c.entries()?);
+        }
+        if chunks.len() == 1 {
+            return self.commit(chunks[0].payload(), &entries, sync, validate);
+        }
+        let (txn, pin) = self.write_parts(&chunks[..chunks.len() - 1])?;
+        after_parts();
+        let last = chunks.last().expect("at least two chunks");
+        let payload =
+            batch::encode_txn_record(batch::TAG_COMMIT, txn, (chunks.len() - 1) as u32, last);
+        let r = self.commit(&payload, &entries, sync, validate);
+        let mut pins = self.log_pins.lock();
+        match &r {
+            Ok(c) => {
+                pins.insert(pin, Some(*c));
+            }
+            Err(_) => {
+                pins.remove(&pin);
+            }
+        }
+        r
+    }
+
+    /// Writes the part records of a commit too large for one record, pinned first (T4).
+    /// Returns the commit's transaction id (the first part's LSN) and the pin.
+    fn write_parts(&self, parts: &[WriteBatch]) -> Result<(u64, u64)> {
+        let wal_err = |e| self.on_wal_error(e);
+        let no_sync = AppendOptions { sync: Some(false) };
+        // Pinned at or below the first part's LSN before it exists: no flush can move the
+        // log start past it meanwhile.
+        let pin = self.wal.reserved_lsn();
+        self.log_pins.lock().insert(pin, None);
+        let unpin = |e: Error| {
+            self.log_pins.lock().remove(&pin);
+            e
+        };
+        let first_len = batch::TXN_HEADER_BYTES + parts[0].encoded_bytes();
+        let res = self
+            .wal
+            .reserve(first_len, no_sync)
+            .map_err(wal_err)
+            .map_err(unpin)?;
+        let txn = res.lsn();
+        let p0 = batch::encode_txn_record(batch::TAG_PART, txn, 0, &parts[0]);
+        res.write(&p0)
+            .and_then(|a| a.wait())
+            .map_err(wal_err)
+            .map_err(unpin)?;
+        for (i, p) in parts.iter().enumerate().skip(1) {
+            let rec = batch::encode_txn_record(batch::TAG_PART, txn, i as u32, p);
+            self.wal
+                .append_with(&rec, no_sync)
+                .map_err(wal_err)
+                .map_err(unpin)?;
+        }
+        Ok((txn, pin))
     }
 
     /// The commit path of batches and transactions (steps 1-8 in `db/mod.rs`): logs

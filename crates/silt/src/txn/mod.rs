@@ -36,7 +36,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::batch::{self, BatchEntry, WriteBatch, MAX_VALUE_BYTES};
+use crate::batch::{self, WriteBatch, MAX_VALUE_BYTES};
 use crate::cf::ColumnFamily;
 use crate::db::{Db, DbInner};
 use crate::error::{ConflictKind, Error, Result};
@@ -279,8 +279,8 @@ impl Db {
             let r = f(&mut t).and_then(|v| t.commit().map(|()| v));
             match r {
                 Err(e) if e.is_retryable() && attempt < opts.max_retries => {
-                    attempt += 1;
                     let base = 100u64 << attempt.min(7);
+                    attempt += 1;
                     let jitter = (std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0, |d| d.subsec_nanos() as u64))
@@ -553,6 +553,8 @@ impl Txn {
 
     fn write(&mut self, cf: u32, key: &[u8], op: Op) -> Result<()> {
         self.check_active()?;
+        // A read-only, poisoned or closed database would refuse the commit: say so now.
+        self.inner().check_writable()?;
         if key.len() > MAX_KEY_BYTES {
             return Err(Error::invalid(format!(
                 "a key of {} bytes is over the limit of {MAX_KEY_BYTES} bytes",
@@ -667,6 +669,7 @@ impl Txn {
     ///
     /// `InvalidArgument` if there is no savepoint.
     pub fn pop_savepoint(&mut self) -> Result<()> {
+        self.check_active()?;
         self.savepoints
             .pop()
             .map(|_| ())
@@ -759,84 +762,22 @@ impl Txn {
         let chunk = inner.wal.max_payload_bytes() - batch::TXN_HEADER_BYTES;
         let batches = self.buf.batches(chunk);
         inner.maybe_stall(self.buf.bytes())?;
-        // Parts first, if the writes do not fit in one record (T4 pins them).
-        let (payload, pin) = if batches.len() == 1 {
-            (batches[0].payload().to_vec(), None)
-        } else {
-            let (txn, pin) = self.write_parts(&batches[..batches.len() - 1])?;
-            after_parts();
-            let last = batches.last().expect("at least two batches");
-            let payload =
-                batch::encode_txn_record(batch::TAG_COMMIT, txn, (batches.len() - 1) as u32, last);
-            (payload, Some(pin))
-        };
-        let mut entries: Vec<BatchEntry<'_>> = Vec::with_capacity(self.buf.len());
-        for b in &batches {
-            entries.extend(b.entries()?);
-        }
-        let r = self.commit_checked(&inner, &payload, &entries, &keys, &ranges);
-        if let Some(pin) = pin {
-            let mut pins = inner.log_pins.lock();
-            match &r {
-                Ok(c) => {
-                    pins.insert(pin, Some(*c));
-                }
-                Err(_) => {
-                    pins.remove(&pin);
-                }
-            }
-        }
-        r.map(|_| ())
+        self.commit_checked(&inner, &batches, &keys, &ranges, after_parts)
+            .map(|_| ())
     }
 
-    /// Writes the part records of a transaction too large for one (`docs/format/batch.md`),
-    /// pinned first (T4). Returns the transaction's id (the first part's LSN) and the pin.
-    fn write_parts(&self, parts: &[WriteBatch]) -> Result<(u64, u64)> {
-        let inner = &self.db.inner;
-        let wal_err = |e| inner.on_wal_error(e);
-        let no_sync = silt_wal::AppendOptions { sync: Some(false) };
-        // Pinned at or below the first part's LSN before it exists: no flush can move the
-        // log start past it meanwhile.
-        let pin = inner.wal.reserved_lsn();
-        inner.log_pins.lock().insert(pin, None);
-        let unpin = |e: Error| {
-            inner.log_pins.lock().remove(&pin);
-            e
-        };
-        let first_len = batch::TXN_HEADER_BYTES + parts[0].encoded_bytes();
-        let res = inner
-            .wal
-            .reserve(first_len, no_sync)
-            .map_err(wal_err)
-            .map_err(unpin)?;
-        let txn = res.lsn();
-        let p0 = batch::encode_txn_record(batch::TAG_PART, txn, 0, &parts[0]);
-        res.write(&p0)
-            .and_then(|a| a.wait())
-            .map_err(wal_err)
-            .map_err(unpin)?;
-        for (i, p) in parts.iter().enumerate().skip(1) {
-            let rec = batch::encode_txn_record(batch::TAG_PART, txn, i as u32, p);
-            inner
-                .wal
-                .append_with(&rec, no_sync)
-                .map_err(wal_err)
-                .map_err(unpin)?;
-        }
-        Ok((txn, pin))
-    }
-
-    /// T2: checks `since..r1` now, then commits with the check of `r1..c` at its seqno.
+    /// T2: checks `since..r1` now, then commits (in parts if it has several batches,
+    /// T4) with the check of `r1..c` at its seqno.
     fn commit_checked(
         &self,
         inner: &Arc<DbInner>,
-        payload: &[u8],
-        entries: &[BatchEntry<'_>],
+        batches: &[WriteBatch],
         keys: &[KeyCheck],
         ranges: &[ScanRange],
+        after_parts: impl FnOnce(),
     ) -> Result<Seqno> {
         if keys.is_empty() && ranges.is_empty() {
-            return inner.commit(payload, entries, self.opts.sync, None);
+            return inner.commit_chunks(batches, self.opts.sync, None, after_parts);
         }
         // Phase 1, outside the reservation.
         let r1 = inner.wal.reserved_lsn();
@@ -847,7 +788,7 @@ impl Txn {
             inner.wait_applied_below(c, Some(me));
             self.check(&inner.super_version(), keys, ranges, r1, c)
         };
-        inner.commit(payload, entries, self.opts.sync, Some(&mut at_commit))
+        inner.commit_chunks(batches, self.opts.sync, Some(&mut at_commit), after_parts)
     }
 
     /// Whether any checked key or range changed in `max(since, floor)..below`.
