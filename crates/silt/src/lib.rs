@@ -64,7 +64,7 @@ pub use db::{
 pub use error::{ConflictKind, Error, Result};
 pub use key::{Kind, MAX_KEY_BYTES};
 pub use options::{DbBuilder, SyncMode, WriteOptions};
-pub use read::{Cursor, Entry, Iter, Read};
+pub use read::{Cursor, Entry, EntryRef, Iter, Read};
 /// The file layer every file of a database goes through; [`DbBuilder::file_system`] takes
 /// one. `vfs::OsFs` is the default; tests use the power-loss simulator `SimFs` (feature
 /// `sim` of `silt-vfs`).

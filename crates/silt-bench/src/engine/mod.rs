@@ -234,7 +234,8 @@ struct SiltSeeker {
 
 impl Seeker for SiltSeeker {
     fn seek(&mut self, key: &[u8]) -> EResult<bool> {
-        Ok(self.cursor.seek(key).map_err(silt_err)?.is_some())
+        // The lending form, as RocksDB's raw iterator lends key() and value().
+        Ok(self.cursor.seek_ref(key).map_err(silt_err)?.is_some())
     }
 }
 
@@ -290,9 +291,15 @@ impl Engine for SiltEngine {
 
     fn scan(&self, start: &[u8], n: usize) -> EResult<usize> {
         let mut read = 0;
-        for kv in self.db.range(start..).take(n) {
-            kv.map_err(silt_err)?;
-            read += 1;
+        let mut it = self.db.range(start..);
+        while read < n {
+            match it.next_ref() {
+                Some(kv) => {
+                    let _ = kv.map_err(silt_err)?;
+                    read += 1;
+                }
+                None => break,
+            }
         }
         Ok(read)
     }
@@ -307,9 +314,10 @@ impl Engine for SiltEngine {
         let lo = lo.map_or(Bound::Unbounded, Bound::Included);
         let hi = hi.map_or(Bound::Unbounded, Bound::Excluded);
         let mut n = 0;
-        for kv in self.db.range::<&[u8], _>((lo, hi)) {
+        let mut it = self.db.range::<&[u8], _>((lo, hi));
+        while let Some(kv) = it.next_ref() {
             let (k, v) = kv.map_err(silt_err)?;
-            each(&k, &v);
+            each(k, v);
             n += 1;
         }
         Ok(n)

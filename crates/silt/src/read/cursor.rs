@@ -1,10 +1,11 @@
-//! [`Cursor`]: seek anywhere in one column family, step both ways.
+//! [`Cursor`]: seek anywhere in one column family, step both ways. Each step has a copying
+//! form (`seek`, `next`, ...: owned pairs) and a lending one (`seek_ref`, `next_ref`, ...:
+//! the pair borrowed until the next step, with no allocation).
 
-use std::cmp::Ordering;
 use std::ops::Bound;
 
-use super::iter::{parse, Source, Walker};
-use super::{first_of, last_of, Bounds};
+use super::iter::{Skip, Source, Walker};
+use super::Bounds;
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 
@@ -26,7 +27,8 @@ pub struct Cursor {
     source: Source,
     walker: Option<Walker>,
     forward: bool,
-    current: Option<Vec<u8>>,
+    /// Whether the cursor stands on a pair (the walker's `key` and `value`).
+    positioned: bool,
     /// In a transaction's read: the slot of the range the last steps covered, and that
     /// range, which a step continuing from its edge widens instead of adding another.
     run: Option<Run>,
@@ -36,7 +38,7 @@ impl std::fmt::Debug for Cursor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cursor")
             .field("cf", &self.source.cf)
-            .field("current", &self.current)
+            .field("current", &self.key())
             .finish()
     }
 }
@@ -47,34 +49,78 @@ type Run = (usize, Bound<Vec<u8>>, Bound<Vec<u8>>);
 /// One pair, or none at the end.
 pub type Entry = Option<(Vec<u8>, Vec<u8>)>;
 
+/// A pair lent by a cursor until its next step, or none at the end.
+pub type EntryRef<'a> = Option<(&'a [u8], &'a [u8])>;
+
+fn owned(e: EntryRef<'_>) -> Entry {
+    e.map(|(k, v)| (k.to_vec(), v.to_vec()))
+}
+
 impl Cursor {
     pub(crate) fn new(source: Source) -> Cursor {
         Cursor {
             source,
             walker: None,
             forward: true,
-            current: None,
+            positioned: false,
             run: None,
         }
     }
 
-    /// Records (in a transaction's read) that a step from `from` covered every key up to
-    /// where it landed, `r`'s key, or to the end of the column family in its direction.
-    fn cover(&mut self, from: Bound<Vec<u8>>, r: &Result<Entry>, forward: bool) {
-        if self.source.scans.is_none() {
-            return;
+    fn walker(&mut self) -> Result<&mut Walker> {
+        if self.walker.is_none() {
+            self.walker = Some(self.source.walker()?);
         }
-        let Ok(e) = r else { return };
-        let landed = match e {
-            Some((k, _)) => Bound::Included(k.clone()),
-            None => Bound::Unbounded,
-        };
+        self.walker.as_mut().ok_or(Error::Closed)
+    }
+
+    /// The key of the pair the cursor stands on.
+    pub fn key(&self) -> Option<&[u8]> {
+        self.current().map(|(k, _)| k)
+    }
+
+    /// The value of the pair the cursor stands on.
+    pub fn value(&self) -> Option<&[u8]> {
+        self.current().map(|(_, v)| v)
+    }
+
+    /// The pair the cursor stands on, lent.
+    pub fn current(&self) -> EntryRef<'_> {
+        match (&self.walker, self.positioned) {
+            (Some(w), true) => Some((w.key(), w.value())),
+            _ => None,
+        }
+    }
+
+    /// Ends a step: where it landed, lent; and (in a transaction's read) what it covered,
+    /// from `from` to where it landed, or to the end of the column family in its
+    /// direction.
+    fn land(
+        &mut self,
+        r: Result<bool>,
+        from: Bound<Vec<u8>>,
+        forward: bool,
+    ) -> Result<EntryRef<'_>> {
+        self.forward = forward;
+        self.positioned = matches!(r, Ok(true));
+        r?;
+        if self.source.scans.is_some() {
+            let landed = match self.key() {
+                Some(k) => Bound::Included(k.to_vec()),
+                None => Bound::Unbounded,
+            };
+            self.cover(from, landed, forward);
+        }
+        Ok(self.current())
+    }
+
+    /// Records a covered range, continuing the last run when this step starts at its edge.
+    fn cover(&mut self, from: Bound<Vec<u8>>, landed: Bound<Vec<u8>>, forward: bool) {
         let (lo, hi) = if forward {
             (from, landed)
         } else {
             (landed, from)
         };
-        // Continue the last run when this step starts at its edge.
         let (slot, lo, hi) = match self.run.take() {
             Some((slot, rlo, rhi)) if forward && rhi == lo => (Some(slot), rlo, hi),
             Some((slot, rlo, rhi)) if !forward && rlo == hi => (Some(slot), lo, rhi),
@@ -85,25 +131,31 @@ impl Cursor {
         self.run = slot.map(|s| (s, lo, hi));
     }
 
-    fn walker(&mut self) -> Result<&mut Walker> {
-        if self.walker.is_none() {
-            self.walker = Some(self.source.walker()?);
+    /// Where a step starts, for the scan log (copied only in a transaction's read).
+    fn from(&self, b: Bound<&[u8]>) -> Bound<Vec<u8>> {
+        if self.source.scans.is_none() {
+            return Bound::Unbounded;
         }
-        self.walker.as_mut().ok_or(Error::Closed)
+        match b {
+            Bound::Included(k) => Bound::Included(k.to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        }
     }
 
-    fn land(&mut self, r: Result<Entry>, forward: bool) -> Result<Entry> {
-        self.forward = forward;
-        match r {
-            Ok(e) => {
-                self.current = e.as_ref().map(|(k, _)| k.clone());
-                Ok(e)
-            }
-            Err(e) => {
-                self.current = None;
-                Err(e)
-            }
-        }
+    /// [`Cursor::seek`], lending the pair instead of copying it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Cursor::seek`].
+    pub fn seek_ref(&mut self, key: &[u8]) -> Result<EntryRef<'_>> {
+        let all = Bounds::from_range::<&[u8], _>(..);
+        let from = self.from(Bound::Included(key));
+        let r = self.walker().and_then(|w| {
+            w.seek_first_of(key);
+            w.forward(Skip::Nothing, &all)
+        });
+        self.land(r, from, true)
     }
 
     /// Moves to the first pair with a key `>= key`.
@@ -112,12 +164,22 @@ impl Cursor {
     ///
     /// `Io`/`Corruption` from a table.
     pub fn seek(&mut self, key: &[u8]) -> Result<Entry> {
+        self.seek_ref(key).map(owned)
+    }
+
+    /// [`Cursor::seek_for_prev`], lending the pair.
+    ///
+    /// # Errors
+    ///
+    /// As [`Cursor::seek`].
+    pub fn seek_for_prev_ref(&mut self, key: &[u8]) -> Result<EntryRef<'_>> {
         let all = Bounds::from_range::<&[u8], _>(..);
-        let w = self.walker()?;
-        w.m.seek(&first_of(key));
-        let r = w.next_forward(None, &all);
-        self.cover(Bound::Included(key.to_vec()), &r, true);
-        self.land(r, true)
+        let from = self.from(Bound::Included(key));
+        let r = self.walker().and_then(|w| {
+            w.seek_last_of(key);
+            w.backward(&all)
+        });
+        self.land(r, from, false)
     }
 
     /// Moves to the last pair with a key `<= key`.
@@ -126,12 +188,7 @@ impl Cursor {
     ///
     /// As [`Cursor::seek`].
     pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<Entry> {
-        let all = Bounds::from_range::<&[u8], _>(..);
-        let w = self.walker()?;
-        w.m.seek_for_prev(&last_of(key));
-        let r = w.next_backward(&all);
-        self.cover(Bound::Included(key.to_vec()), &r, false);
-        self.land(r, false)
+        self.seek_for_prev_ref(key).map(owned)
     }
 
     /// Moves to the first pair.
@@ -143,18 +200,44 @@ impl Cursor {
         self.seek(&[])
     }
 
+    fn seek_to_last_ref(&mut self) -> Result<EntryRef<'_>> {
+        let all = Bounds::from_range::<&[u8], _>(..);
+        let r = self.walker().and_then(|w| {
+            w.m.seek_to_last();
+            w.backward(&all)
+        });
+        self.land(r, Bound::Unbounded, false)
+    }
+
     /// Moves to the last pair.
     ///
     /// # Errors
     ///
     /// As [`Cursor::seek`].
     pub fn seek_to_last(&mut self) -> Result<Entry> {
+        self.seek_to_last_ref().map(owned)
+    }
+
+    /// [`Cursor::next`], lending the pair.
+    ///
+    /// # Errors
+    ///
+    /// As [`Cursor::seek`].
+    pub fn next_ref(&mut self) -> Result<EntryRef<'_>> {
+        if !self.positioned {
+            return self.seek_ref(&[]);
+        }
         let all = Bounds::from_range::<&[u8], _>(..);
-        let w = self.walker()?;
-        w.m.seek_to_last();
-        let r = w.next_backward(&all);
-        self.cover(Bound::Unbounded, &r, false);
-        self.land(r, false)
+        let from = self.from(Bound::Included(self.key().unwrap_or(&[])));
+        let forward = self.forward;
+        let r = self.walker().and_then(|w| {
+            if !forward {
+                let cur = w.key().to_vec();
+                w.seek_first_of(&cur);
+            }
+            w.forward(Skip::Current, &all)
+        });
+        self.land(r, from, true)
     }
 
     /// Moves to the pair after the current one (or the first, if unpositioned).
@@ -166,18 +249,27 @@ impl Cursor {
     // it is deliberately not `Iterator::next`; use [`Db::range`](crate::Db::range) for that.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Entry> {
-        let Some(cur) = self.current.clone() else {
-            return self.seek_to_first();
-        };
-        let all = Bounds::from_range::<&[u8], _>(..);
-        let forward = self.forward;
-        let w = self.walker()?;
-        if !forward {
-            w.m.seek(&first_of(&cur));
+        self.next_ref().map(owned)
+    }
+
+    /// [`Cursor::prev`], lending the pair.
+    ///
+    /// # Errors
+    ///
+    /// As [`Cursor::seek`].
+    pub fn prev_ref(&mut self) -> Result<EntryRef<'_>> {
+        if !self.positioned {
+            return self.seek_to_last_ref();
         }
-        let r = w.next_forward(Some(&cur), &all);
-        self.cover(Bound::Included(cur), &r, true);
-        self.land(r, true)
+        let all = Bounds::from_range::<&[u8], _>(..);
+        let from = self.from(Bound::Included(self.key().unwrap_or(&[])));
+        let r = self.walker().and_then(|w| {
+            // Position on the last entry of the key before the current one, whatever the
+            // direction.
+            w.seek_before_current()?;
+            w.backward(&all)
+        });
+        self.land(r, from, false)
     }
 
     /// Moves to the pair before the current one (or the last, if unpositioned).
@@ -186,18 +278,6 @@ impl Cursor {
     ///
     /// As [`Cursor::seek`].
     pub fn prev(&mut self) -> Result<Entry> {
-        let Some(cur) = self.current.clone() else {
-            return self.seek_to_last();
-        };
-        let all = Bounds::from_range::<&[u8], _>(..);
-        let w = self.walker()?;
-        // Position on the last entry of the key before `cur`, whatever the direction.
-        w.m.seek_for_prev(&first_of(&cur));
-        while w.m.valid() && parse(w.m.key())?.user_key.cmp(cur.as_slice()) != Ordering::Less {
-            w.m.prev();
-        }
-        let r = w.next_backward(&all);
-        self.cover(Bound::Included(cur), &r, false);
-        self.land(r, false)
+        self.prev_ref().map(owned)
     }
 }

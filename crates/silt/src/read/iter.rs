@@ -6,7 +6,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::overlay::{Overlay, OverlayIter, ScanLog, ScanRange, OVERLAY_SEQNO};
-use super::{first_of, last_of, Bounds};
+use super::Bounds;
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIter};
 use crate::key::{self, Kind, Seqno};
@@ -73,6 +73,10 @@ impl Source {
             m: merged(&self.sv, self.cf, self.overlay.as_ref())?,
             snapshot: self.snapshot,
             version: self.sv.version.clone(),
+            key: Vec::new(),
+            value: Vec::new(),
+            skip: Vec::new(),
+            target: Vec::new(),
         })
     }
 
@@ -121,12 +125,29 @@ pub(crate) fn merged(
     Ok(MergingIter::new(children))
 }
 
-/// One direction of user-level iteration over a merged cursor.
+/// What [`Walker::forward`] passes over before it looks for the next pair: nothing, every
+/// entry of the pair the walk stands on (its previous result), or every entry of a key.
+pub(crate) enum Skip<'a> {
+    Nothing,
+    Current,
+    Key(&'a [u8]),
+}
+
+/// One direction of user-level iteration over a merged cursor. The pair it stands on is
+/// kept in buffers the walk reuses, so a step copies bytes but allocates nothing (except
+/// to read a value separated into a blob file); callers lend it out or copy it.
 pub(crate) struct Walker {
     pub(crate) m: MergingIter,
     snapshot: Seqno,
     /// Resolves `Blob` entries' pointers to their values.
     version: Arc<crate::version::Version>,
+    /// The pair the walk stands on, after `forward` or `backward` returned true.
+    key: Vec<u8>,
+    value: Vec<u8>,
+    /// A deleted key whose older entries a forward walk passes over.
+    skip: Vec<u8>,
+    /// Scratch for internal seek targets.
+    target: Vec<u8>,
 }
 
 impl Walker {
@@ -137,65 +158,143 @@ impl Walker {
         }
     }
 
-    /// From the cursor's position, the next visible pair moving forward, skipping entries
-    /// of `skip` first.
-    pub(crate) fn next_forward(
-        &mut self,
-        skip: Option<&[u8]>,
-        b: &Bounds,
-    ) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let mut skip: Option<Vec<u8>> = skip.map(|s| s.to_vec());
+    /// The user key of the pair the walk stands on.
+    pub(crate) fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// The value of the pair the walk stands on.
+    pub(crate) fn value(&self) -> &[u8] {
+        &self.value
+    }
+
+    /// Puts the merged cursor on the first entry of `user_key` or after.
+    pub(crate) fn seek_first_of(&mut self, user_key: &[u8]) {
+        self.target.clear();
+        self.target.extend_from_slice(user_key);
+        self.target
+            .extend_from_slice(&key::trailer(key::MAX_SEQNO, key::KIND_SEEK));
+        self.m.seek(&self.target);
+    }
+
+    /// Puts the merged cursor on the last entry of `user_key` or before.
+    pub(crate) fn seek_last_of(&mut self, user_key: &[u8]) {
+        self.target.clear();
+        self.target.extend_from_slice(user_key);
+        self.target.extend_from_slice(&[0xFF; key::TRAILER_BYTES]);
+        self.m.seek_for_prev(&self.target);
+    }
+
+    /// Puts the merged cursor on the last entry before every entry of `user_key`.
+    pub(crate) fn seek_before(&mut self, user_key: &[u8]) -> Result<()> {
+        self.target.clear();
+        self.target.extend_from_slice(user_key);
+        self.target
+            .extend_from_slice(&key::trailer(key::MAX_SEQNO, key::KIND_SEEK));
+        self.m.seek_for_prev(&self.target);
+        while self.m.valid() && parse(self.m.key())?.user_key >= user_key {
+            self.m.prev();
+        }
+        Ok(())
+    }
+
+    /// Puts the merged cursor before the pair the walk stands on (for `backward`).
+    pub(crate) fn seek_before_current(&mut self) -> Result<()> {
+        let cur = std::mem::take(&mut self.key);
+        let r = self.seek_before(&cur);
+        self.key = cur;
+        r
+    }
+
+    /// From the merged cursor's position, moves forward to the next visible pair within
+    /// `b`, passing over `skip` first. Returns whether it found one (then `key`/`value`).
+    pub(crate) fn forward(&mut self, skip: Skip<'_>, b: &Bounds) -> Result<bool> {
+        // 0: nothing to pass over; 1: entries of `key`; 2: entries of `skip`.
+        let mut passing = match skip {
+            Skip::Nothing => 0,
+            Skip::Current => 1,
+            Skip::Key(k) => {
+                self.skip.clear();
+                self.skip.extend_from_slice(k);
+                2
+            }
+        };
         while self.m.valid() {
             let p = parse(self.m.key())?;
-            if !visible(p.seqno, self.snapshot) || skip.as_deref() == Some(p.user_key) {
+            let passed = match passing {
+                1 => p.user_key == self.key.as_slice(),
+                2 => p.user_key == self.skip.as_slice(),
+                _ => false,
+            };
+            if passed || !visible(p.seqno, self.snapshot) {
                 self.m.next();
                 continue;
             }
             if !b.below_hi(p.user_key) {
-                return Ok(None);
+                return Ok(false);
             }
-            let uk = p.user_key.to_vec();
             if p.kind.is_value() {
-                let v = self.version.resolve(p.kind, &uk, self.m.value().to_vec())?;
-                return Ok(Some((uk, v)));
+                self.key.clear();
+                self.key.extend_from_slice(p.user_key);
+                if p.kind == Kind::Blob {
+                    let pointer = self.m.value().to_vec();
+                    self.value = self.version.resolve(p.kind, &self.key, pointer)?;
+                } else {
+                    self.value.clear();
+                    self.value.extend_from_slice(self.m.value());
+                }
+                return Ok(true);
             }
-            skip = Some(uk);
+            // A tombstone: its key's older entries are passed over.
+            self.skip.clear();
+            self.skip.extend_from_slice(p.user_key);
+            passing = 2;
             self.m.next();
         }
         self.error()?;
-        Ok(None)
+        Ok(false)
     }
 
-    /// From the cursor's position (on the last entry of some user key), the previous
-    /// visible pair moving backward. Leaves the cursor on the entry before that key.
-    pub(crate) fn next_backward(&mut self, b: &Bounds) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    /// From the merged cursor's position (on the last entry of some user key), moves
+    /// backward to the previous visible pair within `b`. Leaves the cursor on the entry
+    /// before that key. Returns whether it found one (then `key`/`value`).
+    pub(crate) fn backward(&mut self, b: &Bounds) -> Result<bool> {
         while self.m.valid() {
-            let uk = parse(self.m.key())?.user_key.to_vec();
-            if !b.above_lo(&uk) {
-                return Ok(None);
+            {
+                let p = parse(self.m.key())?;
+                self.key.clear();
+                self.key.extend_from_slice(p.user_key);
             }
-            // Entries of `uk` come oldest first going backwards: the last visible one wins.
-            let mut best: Option<(Kind, Vec<u8>)> = None;
+            if !b.above_lo(&self.key) {
+                return Ok(false);
+            }
+            // Entries of the key come oldest first going backwards: the last visible wins.
+            let mut best: Option<Kind> = None;
             while self.m.valid() {
                 let p = parse(self.m.key())?;
-                if p.user_key != uk.as_slice() {
+                if p.user_key != self.key.as_slice() {
                     break;
                 }
                 if visible(p.seqno, self.snapshot) {
-                    best = Some((p.kind, self.m.value().to_vec()));
+                    best = Some(p.kind);
+                    self.value.clear();
+                    self.value.extend_from_slice(self.m.value());
                 }
                 self.m.prev();
             }
             self.error()?;
-            if let Some((kind, v)) = best.filter(|(k, _)| k.is_value()) {
-                if b.below_hi(&uk) {
-                    let v = self.version.resolve(kind, &uk, v)?;
-                    return Ok(Some((uk, v)));
+            if let Some(kind) = best.filter(|k| k.is_value()) {
+                if b.below_hi(&self.key) {
+                    if kind == Kind::Blob {
+                        let pointer = std::mem::take(&mut self.value);
+                        self.value = self.version.resolve(kind, &self.key, pointer)?;
+                    }
+                    return Ok(true);
                 }
             }
         }
         self.error()?;
-        Ok(None)
+        Ok(false)
     }
 }
 
@@ -216,13 +315,17 @@ pub(crate) fn parse(ikey: &[u8]) -> Result<key::ParsedKey<'_>> {
 /// The pairs of a key range in order, from [`crate::Db::range`] and friends. `Item` is a
 /// `Result`: a damaged table ends the iteration with its error. Double-ended: `.rev()`
 /// works, and both ends can be consumed until they meet.
+///
+/// As an `Iterator` it hands out owned pairs; [`Iter::next_ref`] and
+/// [`Iter::next_back_ref`] lend them instead, without allocating.
 pub struct Iter {
     source: Source,
     bounds: Bounds,
     front: Option<Walker>,
     back: Option<Walker>,
-    last_front: Option<Vec<u8>>,
-    last_back: Option<Vec<u8>>,
+    /// Whether each end has handed out a pair (its walker's `key` is then the last).
+    front_moved: bool,
+    back_moved: bool,
     done: bool,
     /// Where each end records what it covered, in a transaction's read.
     front_slot: Option<usize>,
@@ -245,8 +348,8 @@ impl Iter {
             bounds,
             front: None,
             back: None,
-            last_front: None,
-            last_back: None,
+            front_moved: false,
+            back_moved: false,
             done: false,
             front_slot: None,
             back_slot: None,
@@ -255,53 +358,131 @@ impl Iter {
 
     /// Records what the front end covered: from the range's start to `to` (the key it
     /// returned, or the range's end when it ran out).
-    fn cover_front(&mut self, to: Bound<Vec<u8>>) {
+    fn cover_front(&mut self, to: Option<&[u8]>) {
         if self.source.scans.is_some() {
             let lo = self.bounds.lo.clone();
-            self.source.cover(&mut self.front_slot, lo, to);
+            let hi = match to {
+                Some(k) => Bound::Included(k.to_vec()),
+                None => self.bounds.hi.clone(),
+            };
+            self.source.cover(&mut self.front_slot, lo, hi);
         }
     }
 
     /// Records what the back end covered: from `from` to the range's end.
-    fn cover_back(&mut self, from: Bound<Vec<u8>>) {
+    fn cover_back(&mut self, from: Option<&[u8]>) {
         if self.source.scans.is_some() {
             let hi = self.bounds.hi.clone();
-            self.source.cover(&mut self.back_slot, from, hi);
+            let lo = match from {
+                Some(k) => Bound::Included(k.to_vec()),
+                None => self.bounds.lo.clone(),
+            };
+            self.source.cover(&mut self.back_slot, lo, hi);
         }
     }
 
-    fn step_front(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    fn step_front(&mut self) -> Result<bool> {
         if self.front.is_none() {
             let mut w = self.source.walker()?;
             match &self.bounds.lo {
-                Bound::Included(k) | Bound::Excluded(k) => w.m.seek(&first_of(k)),
+                Bound::Included(k) | Bound::Excluded(k) => w.seek_first_of(k),
                 Bound::Unbounded => w.m.seek_to_first(),
             }
             let skip = match &self.bounds.lo {
-                Bound::Excluded(k) => Some(k.clone()),
-                _ => None,
+                Bound::Excluded(k) => Skip::Key(k),
+                _ => Skip::Nothing,
             };
-            let r = w.next_forward(skip.as_deref(), &self.bounds);
+            let r = w.forward(skip, &self.bounds);
             self.front = Some(w);
             return r;
         }
-        let skip = self.last_front.clone();
         let w = self.front.as_mut().ok_or(Error::Closed)?;
-        w.next_forward(skip.as_deref(), &self.bounds)
+        w.forward(Skip::Current, &self.bounds)
     }
 
-    fn step_back(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    fn step_back(&mut self) -> Result<bool> {
         if self.back.is_none() {
             let mut w = self.source.walker()?;
             match &self.bounds.hi {
-                Bound::Included(k) => w.m.seek_for_prev(&last_of(k)),
-                Bound::Excluded(k) => w.m.seek_for_prev(&first_of(k)),
+                Bound::Included(k) => w.seek_last_of(k),
+                Bound::Excluded(k) => {
+                    let k = k.clone();
+                    w.seek_before(&k)?
+                }
                 Bound::Unbounded => w.m.seek_to_last(),
             }
             self.back = Some(w);
         }
         let w = self.back.as_mut().ok_or(Error::Closed)?;
-        w.next_backward(&self.bounds)
+        w.backward(&self.bounds)
+    }
+
+    /// The next pair from the front, lent until the next call: no allocation per pair.
+    pub fn next_ref(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        if self.done {
+            return None;
+        }
+        match self.step_front() {
+            Ok(true) => {
+                let w = self.front.as_ref().expect("stepped");
+                let met = self.back_moved && self.back.as_ref().is_some_and(|b| w.key() >= b.key());
+                if self.source.scans.is_some() {
+                    let k = w.key().to_vec();
+                    self.cover_front(Some(&k));
+                }
+                if met {
+                    // The two ends met: nothing lies between them.
+                    self.done = true;
+                    return None;
+                }
+                self.front_moved = true;
+                let w = self.front.as_ref().expect("stepped");
+                Some(Ok((w.key(), w.value())))
+            }
+            Ok(false) => {
+                self.cover_front(None);
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+
+    /// The next pair from the back, lent until the next call: no allocation per pair.
+    pub fn next_back_ref(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        if self.done {
+            return None;
+        }
+        match self.step_back() {
+            Ok(true) => {
+                let w = self.back.as_ref().expect("stepped");
+                let met =
+                    self.front_moved && self.front.as_ref().is_some_and(|f| w.key() <= f.key());
+                if self.source.scans.is_some() {
+                    let k = w.key().to_vec();
+                    self.cover_back(Some(&k));
+                }
+                if met {
+                    self.done = true;
+                    return None;
+                }
+                self.back_moved = true;
+                let w = self.back.as_ref().expect("stepped");
+                Some(Ok((w.key(), w.value())))
+            }
+            Ok(false) => {
+                self.cover_back(None);
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
     }
 }
 
@@ -309,66 +490,15 @@ impl Iterator for Iter {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.step_front() {
-            Ok(Some((k, v))) => {
-                if let Some(b) = &self.last_back {
-                    if k.as_slice() >= b.as_slice() {
-                        // The two ends met: nothing lies between them.
-                        self.cover_front(Bound::Included(k));
-                        self.done = true;
-                        return None;
-                    }
-                }
-                self.cover_front(Bound::Included(k.clone()));
-                self.last_front = Some(k.clone());
-                Some(Ok((k, v)))
-            }
-            Ok(None) => {
-                let hi = self.bounds.hi.clone();
-                self.cover_front(hi);
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+        self.next_ref()
+            .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
     }
 }
 
 impl DoubleEndedIterator for Iter {
     fn next_back(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.step_back() {
-            Ok(Some((k, v))) => {
-                if let Some(f) = &self.last_front {
-                    if k.as_slice() <= f.as_slice() {
-                        self.cover_back(Bound::Included(k));
-                        self.done = true;
-                        return None;
-                    }
-                }
-                self.cover_back(Bound::Included(k.clone()));
-                self.last_back = Some(k.clone());
-                Some(Ok((k, v)))
-            }
-            Ok(None) => {
-                let lo = self.bounds.lo.clone();
-                self.cover_back(lo);
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+        self.next_back_ref()
+            .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
     }
 }
 

@@ -24,7 +24,7 @@ mod cursor;
 mod iter;
 mod overlay;
 
-pub use cursor::{Cursor, Entry};
+pub use cursor::{Cursor, Entry, EntryRef};
 pub use iter::Iter;
 pub(crate) use iter::Source;
 pub(crate) use overlay::{Overlay, ScanLog, ScanRange};
@@ -103,13 +103,6 @@ impl Bounds {
 pub(crate) fn first_of(user_key: &[u8]) -> Vec<u8> {
     let mut k = user_key.to_vec();
     k.extend_from_slice(&key::trailer(MAX_SEQNO, KIND_SEEK));
-    k
-}
-
-/// The internal key sorting after every entry of `user_key`.
-pub(crate) fn last_of(user_key: &[u8]) -> Vec<u8> {
-    let mut k = user_key.to_vec();
-    k.extend_from_slice(&[0xFF; key::TRAILER_BYTES]);
     k
 }
 
