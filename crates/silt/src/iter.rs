@@ -205,3 +205,65 @@ impl InternalIterator for MergingIter {
         self.error.take()
     }
 }
+
+/// A cursor that ends before the first entry whose user key is at or past `hi`: one
+/// sub-compaction's share of a merge (`db/compact.rs`). Forward only is what a merge needs,
+/// but both directions stay within the bound.
+pub(crate) struct UpperBounded<'a> {
+    inner: &'a mut dyn InternalIterator,
+    hi: Option<Vec<u8>>,
+}
+
+impl<'a> UpperBounded<'a> {
+    /// `inner` cut at user key `hi` (exclusive; `None`: not cut).
+    pub(crate) fn new(inner: &'a mut dyn InternalIterator, hi: Option<Vec<u8>>) -> Self {
+        UpperBounded { inner, hi }
+    }
+}
+
+impl InternalIterator for UpperBounded<'_> {
+    fn valid(&self) -> bool {
+        self.inner.valid()
+            && self
+                .hi
+                .as_deref()
+                .is_none_or(|hi| crate::key::user_key(self.inner.key()) < hi)
+    }
+    fn seek_to_first(&mut self) {
+        self.inner.seek_to_first();
+    }
+    fn seek_to_last(&mut self) {
+        match &self.hi {
+            Some(hi) => {
+                let t = crate::key::seek_key(hi, crate::key::MAX_SEQNO);
+                self.inner.seek_for_prev(&t);
+                while self.inner.valid() && crate::key::user_key(self.inner.key()) >= hi.as_slice()
+                {
+                    self.inner.prev();
+                }
+            }
+            None => self.inner.seek_to_last(),
+        }
+    }
+    fn seek(&mut self, target: &[u8]) {
+        self.inner.seek(target);
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) {
+        self.inner.seek_for_prev(target);
+    }
+    fn next(&mut self) {
+        self.inner.next();
+    }
+    fn prev(&mut self) {
+        self.inner.prev();
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+    fn take_error(&mut self) -> Option<Error> {
+        self.inner.take_error()
+    }
+}

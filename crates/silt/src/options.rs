@@ -43,6 +43,7 @@ pub struct DbBuilder {
     pub(crate) l0_stall_tables: usize,
     pub(crate) l0_slowdown_tables: usize,
     pub(crate) background_threads: usize,
+    pub(crate) subcompactions: usize,
     pub(crate) wal_segment_bytes: u64,
     pub(crate) create_if_missing: bool,
     pub(crate) paranoid_checks: bool,
@@ -72,6 +73,7 @@ impl DbBuilder {
             l0_stall_tables: 20,
             l0_slowdown_tables: 12,
             background_threads: 2,
+            subcompactions: 2,
             wal_segment_bytes: 64 << 20,
             create_if_missing: true,
             paranoid_checks: true,
@@ -211,6 +213,15 @@ impl DbBuilder {
     /// (RocksDB's delayed write rate). Default 12.
     pub fn l0_slowdown_tables(mut self, n: usize) -> Self {
         self.l0_slowdown_tables = n.max(1);
+        self
+    }
+
+    /// How many threads one large compaction may split into, each merging a share of its
+    /// key range (sub-compactions). Default 2, so a compaction can use both cores of a
+    /// small machine; 1 turns it off. Only jobs of at least four output tables' worth
+    /// are split.
+    pub fn subcompactions(mut self, n: usize) -> Self {
+        self.subcompactions = n.clamp(1, 16);
         self
     }
 

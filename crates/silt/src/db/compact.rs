@@ -50,23 +50,66 @@ impl DbInner {
                 });
             }
         } else {
-            let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-            for t in job.inputs.iter().chain(&lower) {
-                read += t.meta.size_bytes;
-                children.push(Box::new(TableIter::new_with(&t.table()?, false)));
-            }
-            let mut m = crate::iter::MergingIter::new(children);
-            m.seek_to_first();
+            let tables: Vec<_> = job.inputs.iter().chain(&lower).cloned().collect();
+            read = tables.iter().map(|t| t.meta.size_bytes).sum();
             let snapshots = self.snapshot_list();
             let sep = Arc::new(self.compaction_separation(job));
-            let outputs = compaction::merge(
-                &mut m,
-                &snapshots,
-                job.bottommost,
-                self.opts.table_target_bytes,
-                &fences,
-                &mut || self.new_output(&mut new, &sep),
-            )?;
+            let bounds = self.subcompaction_bounds(&tables, read)?;
+            let outputs = if bounds.is_empty() {
+                self.merge_range(
+                    job, &tables, None, None, &snapshots, &fences, &sep, &mut new,
+                )?
+            } else {
+                // Sub-compactions: the key range cut at `bounds`, each share merged on a
+                // thread of its own, their outputs in key order. A failed share fails the
+                // job, and every share's tables are removed (their `NewTables` drop).
+                self.counters.split_compactions.fetch_add(1, SeqCst);
+                let mut lows = vec![None];
+                lows.extend(bounds.iter().cloned().map(Some));
+                let mut highs: Vec<Option<Vec<u8>>> = bounds.into_iter().map(Some).collect();
+                highs.push(None);
+                let results: Vec<Result<(Vec<crate::vlog::Finished>, Vec<u64>)>> =
+                    std::thread::scope(|scope| {
+                        let handles: Vec<_> = lows
+                            .into_iter()
+                            .zip(highs)
+                            .map(|(lo, hi)| {
+                                let (tables, snapshots, fences, sep) =
+                                    (&tables, &snapshots, &fences, &sep);
+                                scope.spawn(move || {
+                                    let mut mine = NewTables::new(self);
+                                    let out = self.merge_range(
+                                        job, tables, lo, hi, snapshots, fences, sep, &mut mine,
+                                    )?;
+                                    Ok((out, std::mem::take(&mut mine.ids)))
+                                })
+                            })
+                            .collect();
+                        handles
+                            .into_iter()
+                            .map(|h| {
+                                h.join().unwrap_or_else(|_| {
+                                    Err(Error::invalid("a sub-compaction thread panicked"))
+                                })
+                            })
+                            .collect()
+                    });
+                let mut outputs = Vec::new();
+                let mut failed = None;
+                for r in results {
+                    match r {
+                        Ok((out, ids)) => {
+                            new.ids.extend(ids);
+                            outputs.extend(out);
+                        }
+                        Err(e) => failed = failed.or(Some(e)),
+                    }
+                }
+                if let Some(e) = failed {
+                    return Err(e); // `new` removes every share's tables
+                }
+                outputs
+            };
             if !outputs.is_empty() {
                 self.sync_tables_dir()?;
             }
@@ -111,6 +154,72 @@ impl DbInner {
             .compaction_write_bytes
             .fetch_add(written, SeqCst);
         Ok(())
+    }
+
+    /// Merges the part of `tables` with user keys in `lo..hi` (unbounded where `None`) into
+    /// output tables (step 4 of the algorithm).
+    #[allow(clippy::too_many_arguments)]
+    fn merge_range(
+        &self,
+        job: &Job,
+        tables: &[Arc<crate::version::TableHandle>],
+        lo: Option<Vec<u8>>,
+        hi: Option<Vec<u8>>,
+        snapshots: &[Seqno],
+        fences: &compaction::Fences,
+        sep: &Arc<Separation>,
+        new: &mut NewTables<'_>,
+    ) -> Result<Vec<crate::vlog::Finished>> {
+        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+        for t in tables {
+            let outside = lo.as_deref().is_some_and(|lo| t.user_largest() < lo)
+                || hi.as_deref().is_some_and(|hi| t.user_smallest() >= hi);
+            if !outside {
+                children.push(Box::new(TableIter::new_with(&t.table()?, false)));
+            }
+        }
+        let mut m = crate::iter::MergingIter::new(children);
+        match &lo {
+            Some(lo) => m.seek(&key::seek_key(lo, key::MAX_SEQNO)),
+            None => m.seek_to_first(),
+        }
+        let mut bounded = crate::iter::UpperBounded::new(&mut m, hi);
+        compaction::merge(
+            &mut bounded,
+            snapshots,
+            job.bottommost,
+            self.opts.table_target_bytes,
+            fences,
+            &mut || self.new_output(new, sep),
+        )
+    }
+
+    /// Where to cut a compaction of `tables` (`bytes` in all) into sub-compactions: user
+    /// keys splitting their data blocks into `subcompactions` shares of about equal size,
+    /// or none if the job is under four output tables' worth (a thread is not worth it).
+    fn subcompaction_bounds(
+        &self,
+        tables: &[Arc<crate::version::TableHandle>],
+        bytes: u64,
+    ) -> Result<Vec<Vec<u8>>> {
+        let n = self.opts.subcompactions;
+        if n < 2 || bytes < 4 * self.opts.table_target_bytes {
+            return Ok(Vec::new());
+        }
+        // Each data block's boundary key stands for about the same bytes.
+        let mut keys = Vec::new();
+        for t in tables {
+            keys.extend(t.table()?.block_boundaries()?);
+        }
+        keys.sort();
+        let mut bounds: Vec<Vec<u8>> = Vec::new();
+        for i in 1..n {
+            let k = &keys[keys.len() * i / n];
+            if bounds.last().is_none_or(|b| b < k) && keys.first().is_some_and(|f| f < k) {
+                bounds.push(k.clone());
+            }
+        }
+        Ok(bounds)
     }
 
     /// What a compaction's outputs do with values: separate those of at least the column

@@ -203,6 +203,8 @@ pub(crate) struct Counters {
     pub(crate) compaction_read_bytes: AtomicU64,
     pub(crate) compaction_write_bytes: AtomicU64,
     pub(crate) compactions: AtomicU64,
+    /// Compactions split into sub-compactions (`DbBuilder::subcompactions`).
+    pub(crate) split_compactions: AtomicU64,
     pub(crate) stalls: AtomicU64,
     pub(crate) stall_micros: AtomicU64,
     /// Writes slowed down before a stall (`db/throttle.rs`), and their waits in total.

@@ -108,6 +108,8 @@ pub struct Stats {
     pub flushes: u64,
     /// Compactions since open.
     pub compactions: u64,
+    /// Of those, the ones split into sub-compactions (`DbBuilder::subcompactions`).
+    pub split_compactions: u64,
     /// `(log + flush + compaction bytes) / user bytes` since open.
     pub write_amp: f64,
     /// Writes that had to wait for flush or compaction, and how long in total.
@@ -166,6 +168,7 @@ impl DbInner {
             },
             stalls: c.stalls.load(SeqCst),
             stall_micros: c.stall_micros.load(SeqCst),
+            split_compactions: c.split_compactions.load(SeqCst),
             delayed_writes: c.delayed_writes.load(SeqCst),
             delay_micros: c.delay_micros.load(SeqCst),
             flush_rate_bytes_per_sec: self.throttle.flush_rate(),

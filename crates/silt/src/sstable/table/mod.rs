@@ -214,6 +214,22 @@ impl Table {
 #[allow(dead_code)]
 impl Table {
     /// What the properties block says about the table.
+    /// The user keys the index separates data blocks at (about one per data block, in
+    /// order): a cheap sample of the table's key distribution, each standing for one block.
+    pub(crate) fn block_boundaries(&self) -> Result<Vec<Vec<u8>>> {
+        let mut it = BlockIter::new(self.index.clone());
+        it.seek_to_first();
+        let mut out = Vec::new();
+        while it.valid() {
+            out.push(key::user_key(it.key()).to_vec());
+            it.next();
+        }
+        match it.take_error() {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+
     pub(crate) fn properties(&self) -> &TableProps {
         &self.props
     }
