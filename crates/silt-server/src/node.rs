@@ -1,0 +1,89 @@
+//! Starting a node: bind the listener, open the storage off the runtime, start openraft
+//! and the proposer, print the address (tests and scripts read it), serve HTTP.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+use openraft::{Raft, SnapshotPolicy};
+use silt_raft::{LogStoreOptions, StateMachineOptions, StoreOptions};
+
+use crate::app::{App, Config};
+use crate::http::router;
+use crate::network::Network;
+use crate::proposer::Proposer;
+
+/// Runs a node until the process is stopped.
+///
+/// # Errors
+///
+/// The listener cannot bind, the storage cannot open, or openraft refuses the config.
+pub async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let started = Instant::now();
+    let listener = tokio::net::TcpListener::bind(cfg.listen).await?;
+    let addr = listener.local_addr()?.to_string();
+    let seg = cfg.segment_mib.max(1) << 20;
+    let opts = StoreOptions {
+        log: LogStoreOptions {
+            segment_bytes: seg,
+            ..LogStoreOptions::default()
+        },
+        sm: StateMachineOptions {
+            wal_segment_bytes: seg,
+            ..StateMachineOptions::default()
+        },
+    };
+    let dir = cfg.dir.clone();
+    let (log, sm) = tokio::task::spawn_blocking(move || silt_raft::open(dir, &opts)).await??;
+    let open_ms = started.elapsed().as_millis() as u64;
+    let raft_config = openraft::Config {
+        cluster_name: "silt".into(),
+        heartbeat_interval: cfg.heartbeat_ms,
+        election_timeout_min: cfg.election_min_ms,
+        election_timeout_max: cfg.election_max_ms,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(cfg.snapshot_logs),
+        max_in_snapshot_log_to_keep: cfg.keep_logs,
+        snapshot_max_chunk_size: cfg.snapshot_chunk_bytes,
+        install_snapshot_timeout: cfg.install_snapshot_timeout_ms,
+        ..Default::default()
+    }
+    .validate()?;
+    let sm_handle = sm.handle();
+    let raft = Raft::new(
+        cfg.id,
+        Arc::new(raft_config),
+        Network::new(),
+        log.clone(),
+        sm,
+    )
+    .await?;
+    let proposer = Proposer::start(raft.clone(), cfg.max_inflight_proposals);
+    let app = App {
+        id: cfg.id,
+        addr: addr.clone(),
+        raft: raft.clone(),
+        sm: sm_handle,
+        log,
+        proposer,
+        started,
+        open_ms,
+    };
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "silt-server {} listening on {addr} (storage opened in {open_ms} ms)",
+            cfg.id
+        )?;
+        out.flush()?;
+    }
+    axum::serve(listener, router(app))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    raft.shutdown()
+        .await
+        .map_err(|e| format!("raft shutdown: {e}"))?;
+    Ok(())
+}
