@@ -67,15 +67,18 @@ impl Request {
         }
     }
 
-    /// Checks the sizes the state machine will accept, so that a bad command is refused
-    /// before it enters the log (an entry the state machine cannot apply would stop every
-    /// node).
+    /// Checks the sizes the log and the state machine will accept, so that a bad command is
+    /// refused before it enters the log (an entry the log or the state machine cannot take
+    /// would stop every node). `max_bytes` is the most a command may encode to: at most
+    /// [`MAX_BATCH_BYTES`], and less with small log segments
+    /// ([`crate::LogStore::max_command_bytes`]).
     ///
     /// # Errors
     ///
     /// `InvalidArgument` for an empty or over-long key, an over-long value, an empty batch,
-    /// or a batch over [`MAX_BATCH_BYTES`].
-    pub fn validate(&self) -> crate::Result<()> {
+    /// or a command over `max_bytes`.
+    pub fn validate(&self, max_bytes: usize) -> crate::Result<()> {
+        let max_bytes = max_bytes.min(MAX_BATCH_BYTES);
         let check = |op: &Op| -> crate::Result<usize> {
             let (key, value) = match op {
                 Op::Put { key, value } => (key, Some(value)),
@@ -114,9 +117,9 @@ impl Request {
                 sum
             }
         };
-        if total > MAX_BATCH_BYTES {
+        if total > max_bytes {
             return Err(crate::Error::InvalidArgument(format!(
-                "a command must encode to at most {MAX_BATCH_BYTES} bytes, got about {total}"
+                "a command must encode to at most {max_bytes} bytes, got about {total}"
             )));
         }
         Ok(())
@@ -132,4 +135,33 @@ pub const MAX_BATCH_BYTES: usize = 16 << 20;
 pub struct Response {
     /// How many key writes the entry carried (0 for blank and membership entries).
     pub writes: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_refuses_what_the_log_or_the_engine_cannot_take() {
+        let put = |k: usize, v: usize| Request::Put {
+            key: "k".repeat(k),
+            value: "v".repeat(v),
+        };
+        assert!(put(1, 10).validate(1 << 20).is_ok());
+        assert!(put(0, 10).validate(1 << 20).is_err(), "empty key");
+        assert!(put(silt::MAX_KEY_BYTES + 1, 0)
+            .validate(usize::MAX)
+            .is_err());
+        assert!(put(1, 2000).validate(1000).is_err(), "over the log's limit");
+        assert!(Request::Batch { ops: vec![] }.validate(1 << 20).is_err());
+        let big = Request::Batch {
+            ops: (0..100)
+                .map(|i| Op::Put {
+                    key: format!("k{i}"),
+                    value: "v".repeat(300_000),
+                })
+                .collect(),
+        };
+        assert!(big.validate(usize::MAX).is_err(), "over MAX_BATCH_BYTES");
+    }
 }

@@ -44,8 +44,8 @@ pub struct Config {
     /// Client-write proposals in flight at once (see `proposer.rs`).
     #[arg(long, default_value_t = 2)]
     pub max_inflight_proposals: usize,
-    /// Segment size of the Raft log and of silt's log, MiB (at least 1; a command is at
-    /// most 16 MiB, so keep it above 32 for large values).
+    /// Segment size of the Raft log and of silt's log, MiB. A record never spans segments,
+    /// so a command is limited to a quarter of a segment (16 MiB at most).
     #[arg(long, default_value_t = 64)]
     pub segment_mib: u64,
     /// Bytes of a snapshot chunk (the install RPC's payload).

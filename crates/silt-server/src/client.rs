@@ -314,6 +314,16 @@ impl Client {
             .map(|_| ())
     }
 
+    /// `POST /admin/snapshot` at `addr`: build a snapshot now (openraft then purges the
+    /// log behind it).
+    ///
+    /// # Errors
+    ///
+    /// The node refused or did not answer.
+    pub async fn trigger_snapshot(&self, addr: &str) -> Result<(), String> {
+        self.admin(addr, "/admin/snapshot", &()).await.map(|_| ())
+    }
+
     /// `POST /admin/add-learner` at `addr` (blocking: returns once the learner caught up).
     ///
     /// # Errors

@@ -32,6 +32,7 @@ pub fn router(app: App) -> Router {
         .route("/admin/change-membership", post(change_membership))
         .route("/admin/metrics", get(metrics_handler))
         .route("/admin/digest", get(digest))
+        .route("/admin/snapshot", post(trigger_snapshot))
         .route("/raft/append", post(raft_append))
         .route("/raft/vote", post(raft_vote))
         .route("/raft/snapshot", post(raft_snapshot))
@@ -72,7 +73,7 @@ fn not_leader(app: &App, leader: Option<NodeId>) -> Response {
 }
 
 async fn write(app: App, req: Request) -> Response {
-    if let Err(e) = req.validate() {
+    if let Err(e) = req.validate(app.log.max_command_bytes()) {
         return error(StatusCode::BAD_REQUEST, "bad_request", e.to_string());
     }
     // Checked before proposing, so that a `not_leader` answer means "never proposed".
@@ -201,6 +202,10 @@ async fn change_membership(
 
 async fn metrics_handler(State(app): State<App>) -> Response {
     Json(metrics(&app)).into_response()
+}
+
+async fn trigger_snapshot(State(app): State<App>) -> Response {
+    admin_result(app.raft.trigger().snapshot().await)
 }
 
 async fn digest(State(app): State<App>) -> Response {

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
+use axum::serve::ListenerExt;
 use openraft::{Raft, SnapshotPolicy};
 use silt_raft::{LogStoreOptions, StateMachineOptions, StoreOptions};
 
@@ -22,7 +23,12 @@ pub async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error + Send + S
     let started = Instant::now();
     let listener = tokio::net::TcpListener::bind(cfg.listen).await?;
     let addr = listener.local_addr()?.to_string();
-    let seg = cfg.segment_mib.max(1) << 20;
+    // A record never spans segments: commands are limited to a quarter of a segment
+    // (`LogStore::max_command_bytes`), the proposer merges at most that much.
+    if cfg.segment_mib < 1 {
+        return Err("--segment-mib must be at least 1".into());
+    }
+    let seg = cfg.segment_mib << 20;
     let opts = StoreOptions {
         log: LogStoreOptions {
             segment_bytes: seg,
@@ -57,7 +63,11 @@ pub async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error + Send + S
         sm,
     )
     .await?;
-    let proposer = Proposer::start(raft.clone(), cfg.max_inflight_proposals);
+    let proposer = Proposer::start(
+        raft.clone(),
+        cfg.max_inflight_proposals,
+        log.max_command_bytes(),
+    );
     let app = App {
         id: cfg.id,
         addr: addr.clone(),
@@ -77,6 +87,11 @@ pub async fn run(cfg: Config) -> Result<(), Box<dyn std::error::Error + Send + S
         )?;
         out.flush()?;
     }
+    // Small request/response exchanges: without TCP_NODELAY, Nagle's algorithm and the
+    // peer's delayed ACK add ~40 ms to every answer.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, router(app))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;

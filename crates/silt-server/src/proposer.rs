@@ -57,10 +57,13 @@ const MAX_MERGED_BYTES: usize = 4 << 20;
 
 impl Proposer {
     /// Starts the proposer task for `raft`.
-    pub fn start(raft: Raft<TypeConfig>, max_inflight: usize) -> Proposer {
+    /// A merged entry carries at most `max_bytes` of keys and values (a larger request,
+    /// already checked against the log's limit, goes alone).
+    pub fn start(raft: Raft<TypeConfig>, max_inflight: usize, max_bytes: usize) -> Proposer {
         let (tx, rx) = mpsc::channel(16 * 1024);
         let stats = Arc::new(ProposerStats::default());
-        tokio::spawn(run(raft, rx, max_inflight.max(1), stats.clone()));
+        let max_bytes = max_bytes.min(MAX_MERGED_BYTES);
+        tokio::spawn(run(raft, rx, max_inflight.max(1), max_bytes, stats.clone()));
         Proposer { tx, stats }
     }
 
@@ -89,7 +92,13 @@ fn size(req: &Request) -> usize {
     match req {
         Request::Put { key, value } => key.len() + value.len(),
         Request::Delete { key } => key.len(),
-        Request::Batch { ops } => ops.iter().map(|o| o.key().len() + 16).sum(),
+        Request::Batch { ops } => ops
+            .iter()
+            .map(|o| match o {
+                Op::Put { key, value } => key.len() + value.len() + 16,
+                Op::Delete { key } => key.len() + 16,
+            })
+            .sum(),
     }
 }
 
@@ -97,6 +106,7 @@ async fn run(
     raft: Raft<TypeConfig>,
     mut rx: mpsc::Receiver<(Request, Reply)>,
     max_inflight: usize,
+    max_bytes: usize,
     stats: Arc<ProposerStats>,
 ) {
     let inflight = Arc::new(Semaphore::new(max_inflight));
@@ -119,7 +129,7 @@ async fn run(
             match rx.try_recv() {
                 Ok(w) => {
                     let b = size(&w.0);
-                    if bytes + b > MAX_MERGED_BYTES {
+                    if bytes + b > max_bytes {
                         carry = Some(w);
                         break;
                     }

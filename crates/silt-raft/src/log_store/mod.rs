@@ -139,6 +139,14 @@ impl LogStore {
         })
     }
 
+    /// The largest command an entry of this log can carry: a quarter of a silt-wal record
+    /// (a record never spans segments), at most [`crate::MAX_BATCH_BYTES`]. The quarter
+    /// leaves room for the entry's header and for the state machine's batch, whose silt
+    /// log has segments of the same size.
+    pub fn max_command_bytes(&self) -> usize {
+        (self.shared.wal.max_payload_bytes() / 4).min(crate::MAX_BATCH_BYTES)
+    }
+
     /// Counters and positions of the log.
     pub fn stats(&self) -> LogStoreStats {
         let (append_calls, entries_appended, other_records) = *self.shared.counters.lock();
