@@ -75,4 +75,6 @@ pub struct App {
     pub started: Instant,
     /// How long opening the storage took, ms.
     pub open_ms: u64,
+    /// Of which opening (replaying) the Raft log, ms.
+    pub open_log_ms: u64,
 }

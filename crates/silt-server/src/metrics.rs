@@ -70,6 +70,10 @@ pub struct Metrics {
     pub uptime_ms: u64,
     /// How long opening the storage took at start, ms.
     pub open_ms: u64,
+    /// Of which replaying the Raft log, ms (the rest is opening silt).
+    pub open_log_ms: u64,
+    /// Raft log entries present (in the log, not purged).
+    pub log_entries: u64,
 }
 
 /// Collects a node's metrics.
@@ -120,5 +124,10 @@ pub fn metrics(app: &App) -> Metrics {
         proposals: app.proposer.stats().proposals.load(Ordering::Relaxed),
         uptime_ms: app.started.elapsed().as_millis() as u64,
         open_ms: app.open_ms,
+        open_log_ms: app.open_log_ms,
+        log_entries: log
+            .last_log_id
+            .map_or(0, |l| l.index + 1)
+            .saturating_sub(log.purged.map_or(0, |p| p.index + 1)),
     }
 }

@@ -50,12 +50,16 @@ enum Cmd {
     },
     /// Restart time of a kill -9'd follower.
     Recovery {
-        /// Entries written before the kill.
+        /// Client writes before the kill (64 clients; the proposer merges them into fewer
+        /// entries).
         #[arg(long, default_value_t = 200_000)]
         before: u64,
-        /// Entries written while it is down.
+        /// Client writes while it is down.
         #[arg(long, default_value_t = 50_000)]
         during: u64,
+        /// Value size.
+        #[arg(long, default_value_t = 100)]
+        value_bytes: usize,
     },
     /// Snapshot build, transfer and install of a large state to a new node.
     Snapshot {
@@ -199,8 +203,10 @@ async fn cmd_writes(
     println!();
 }
 
-async fn cmd_recovery(dir: &Path, before: u64, during: u64) {
-    println!("## recovery: a follower kill -9'd after {before} entries, {during} more written while it is down\n");
+async fn cmd_recovery(dir: &Path, before: u64, during: u64, value_bytes: usize) {
+    println!(
+        "## recovery: a follower kill -9'd after {before} client writes of {value_bytes}-byte values, {during} more while it is down\n"
+    );
     let root = fresh(dir, "recovery");
     // No snapshot during the run: the restarted node replays its whole log.
     let args: Vec<String> = vec!["--snapshot-logs".into(), "100000000".into()];
@@ -208,10 +214,10 @@ async fn cmd_recovery(dir: &Path, before: u64, during: u64) {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let leader = p.wait_leader().await.unwrap_or_else(|e| panic!("{e}"));
-    load(&p, before, 1, 100, 64, "a").await;
+    load(&p, before, 1, value_bytes, 64, "a").await;
     let victim = (leader + 1) % 3;
     p.kill(victim).await;
-    load(&p, during, 1, 100, 64, "b").await;
+    load(&p, during, 1, value_bytes, 64, "b").await;
     let target = p
         .client
         .metrics(&p.nodes[leader].addr)
@@ -227,10 +233,13 @@ async fn cmd_recovery(dir: &Path, before: u64, during: u64) {
         .await
         .unwrap_or_default();
     println!(
-        "- restart to listening: {:.0} ms (storage open {} ms, {} log records replayed); to applied index {target}: {:.0} ms after the restart began ({:.0} ms after listening)",
+        "- restart to listening: {:.0} ms (storage open {} ms: Raft log {} ms for {} records, {} entries; silt {} ms); to applied index {target}: {:.0} ms after the restart began ({:.0} ms after listening)",
         listen.as_secs_f64() * 1000.0,
         m.open_ms,
+        m.open_log_ms,
         m.log_replayed_records,
+        m.log_entries,
+        m.open_ms.saturating_sub(m.open_log_ms),
         t.elapsed().as_secs_f64() * 1000.0,
         caught.as_secs_f64() * 1000.0,
     );
@@ -242,7 +251,7 @@ async fn cmd_snapshot(dir: &Path, bytes: u64, value_bytes: usize) {
     let pair = value_bytes as u64 + 22;
     let entries = bytes / (pair * per as u64);
     println!(
-        "## snapshot: {entries} entries of {per} {value_bytes}-byte values ({:.2} GiB of keys and values), then a new node joins\n",
+        "## snapshot: {entries} batch writes of {per} {value_bytes}-byte values ({:.2} GiB of keys and values), then a new node joins\n",
         (entries * per as u64 * pair) as f64 / (1u64 << 30) as f64
     );
     let root = fresh(dir, "snapshot");
@@ -269,7 +278,9 @@ async fn cmd_snapshot(dir: &Path, bytes: u64, value_bytes: usize) {
         .unwrap_or_else(|e| panic!("{e}"));
     let m = loop {
         let m = p.client.metrics(&laddr).await.unwrap_or_default();
-        if m.snapshot_index.is_some() && m.purged_index.is_some() {
+        // Built, and the log purged behind it (`--keep-logs 0`): a new node can only get
+        // the state by snapshot.
+        if m.snapshot_index.is_some() && m.purged_index == m.snapshot_index {
             break m;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -280,11 +291,15 @@ async fn cmd_snapshot(dir: &Path, bytes: u64, value_bytes: usize) {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let naddr = p.nodes[new].addr.clone();
+    let target = m.last_applied.unwrap_or(0);
     let t = Instant::now();
+    // openraft's blocking add-learner returns once the learner is within
+    // `replication_lag_threshold` entries; wait until it has applied everything.
     p.client
         .add_learner(&laddr, 4, &naddr)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
+    wait_applied(&p, new, target).await;
     let join_s = t.elapsed().as_secs_f64();
     let n = p.client.metrics(&naddr).await.unwrap_or_default();
     let d1 = p.client.digest(&laddr).await;
@@ -317,7 +332,11 @@ fn main() {
                 nodes,
                 inflight,
             } => cmd_writes(&args.dir, clients, *secs, *value_bytes, *nodes, *inflight).await,
-            Cmd::Recovery { before, during } => cmd_recovery(&args.dir, *before, *during).await,
+            Cmd::Recovery {
+                before,
+                during,
+                value_bytes,
+            } => cmd_recovery(&args.dir, *before, *during, *value_bytes).await,
             Cmd::Snapshot { bytes, value_bytes } => {
                 cmd_snapshot(&args.dir, *bytes, *value_bytes).await
             }
