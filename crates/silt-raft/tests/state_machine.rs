@@ -139,6 +139,16 @@ async fn a_snapshot_installs_on_another_node_and_survives_a_reopen() {
         follower.get_current_snapshot().await.unwrap().unwrap().meta,
         snap.meta
     );
+    drop(follower);
+    // The replaced generation is gone; the new one holds the data.
+    let db = silt::Db::builder(follower_dir.path().join("sm"))
+        .open()
+        .unwrap();
+    let cfs = db.list_cfs();
+    assert!(
+        cfs.contains(&"data-1".to_string()) && !cfs.contains(&"data-0".to_string()),
+        "{cfs:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,4 +184,31 @@ async fn a_damaged_snapshot_is_refused_and_changes_nothing() {
     drop(follower);
     let follower = open(follower_dir.path());
     assert_eq!(follower.handle().digest().unwrap(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_install_cut_short_by_a_crash_leaves_the_old_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = {
+        let mut sm = open(dir.path());
+        load(&mut sm, 100).await;
+        sm.handle().digest().unwrap()
+    };
+    // What a crash in the middle of an install leaves: the next generation's column
+    // family, partly filled, and `data_cf` still naming the old one.
+    {
+        let db = silt::Db::builder(dir.path().join("sm")).open().unwrap();
+        let cf = db.create_cf("data-1").unwrap();
+        db.put_cf(&cf, b"half", b"installed").unwrap();
+        db.close().unwrap();
+    }
+    let sm = open(dir.path());
+    assert_eq!(sm.handle().digest().unwrap(), before);
+    assert_eq!(sm.handle().get("half").unwrap(), None);
+    drop(sm);
+    let db = silt::Db::builder(dir.path().join("sm")).open().unwrap();
+    assert!(
+        !db.list_cfs().contains(&"data-1".to_string()),
+        "the half install was not dropped"
+    );
 }
