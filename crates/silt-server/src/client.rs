@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use silt_raft::{Digest, NodeId, Op};
 
+use crate::http_client::{HttpClient, HttpError};
 use crate::metrics::Metrics;
 use crate::wire::*;
 
@@ -48,7 +49,7 @@ pub enum Write {
 
 /// A client of a cluster.
 pub struct Client {
-    http: reqwest::Client,
+    http: HttpClient,
     nodes: Vec<String>,
     leader: Mutex<String>,
     timeout: Duration,
@@ -57,7 +58,7 @@ pub struct Client {
 enum Answer<T> {
     Ok(T),
     Err(u16, Option<ErrorReply>),
-    Transport(reqwest::Error),
+    Transport(HttpError),
 }
 
 impl Client {
@@ -65,11 +66,7 @@ impl Client {
     pub fn new(nodes: Vec<String>, timeout: Duration) -> Self {
         let first = nodes.first().cloned().unwrap_or_default();
         Client {
-            http: reqwest::Client::builder()
-                .tcp_nodelay(true)
-                .pool_max_idle_per_host(64)
-                .build()
-                .unwrap_or_default(),
+            http: HttpClient::new(),
             nodes,
             leader: Mutex::new(first),
             timeout,
@@ -98,19 +95,18 @@ impl Client {
         }
     }
 
-    async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Answer<T> {
-        let resp = match req.timeout(self.timeout).send().await {
-            Ok(r) => r,
+    fn answer<T: DeserializeOwned>(r: Result<(u16, bytes::Bytes), HttpError>) -> Answer<T> {
+        let (status, body) = match r {
+            Ok(x) => x,
             Err(e) => return Answer::Transport(e),
         };
-        let status = resp.status().as_u16();
         if status == 200 {
-            match resp.json::<T>().await {
+            match serde_json::from_slice::<T>(&body) {
                 Ok(t) => Answer::Ok(t),
-                Err(e) => Answer::Transport(e),
+                Err(e) => Answer::Transport(HttpError::Other(format!("bad answer: {e}"))),
             }
         } else {
-            Answer::Err(status, resp.json::<ErrorReply>().await.ok())
+            Answer::Err(status, serde_json::from_slice::<ErrorReply>(&body).ok())
         }
     }
 
@@ -120,8 +116,7 @@ impl Client {
         path: &str,
         body: &B,
     ) -> Answer<T> {
-        self.send(self.http.post(format!("http://{addr}{path}")).json(body))
-            .await
+        Self::answer(self.http.post_json(addr, path, body, self.timeout).await)
     }
 
     async fn get_json<T: DeserializeOwned>(
@@ -130,8 +125,7 @@ impl Client {
         path: &str,
         query: &[(&str, &str)],
     ) -> Answer<T> {
-        self.send(self.http.get(format!("http://{addr}{path}")).query(query))
-            .await
+        Self::answer(self.http.get(addr, path, query, self.timeout).await)
     }
 
     /// Classifies an answer to a write; follows a `not_leader` hint.
@@ -155,7 +149,7 @@ impl Client {
                 ))
             }
             Answer::Err(status, e) => Outcome::Unknown(format!("{status}: {e:?}")),
-            Answer::Transport(e) if e.is_connect() => {
+            Answer::Transport(HttpError::Connect(_)) => {
                 self.rotate(addr);
                 Outcome::Fail(format!("cannot connect to {addr}"))
             }

@@ -8,6 +8,7 @@
 pub mod app;
 pub mod client;
 mod http;
+pub mod http_client;
 pub mod metrics;
 mod network;
 mod node;

@@ -1,7 +1,7 @@
-//! [`Network`]: openraft's `RaftNetworkFactory` over HTTP/JSON (`reqwest`): one client per
-//! target, posting to the target's `/raft/*` endpoints (`http.rs`). A failure to connect
-//! or a timeout is `Unreachable` (openraft backs off); an error the target returns is a
-//! `RemoteError`.
+//! [`Network`]: openraft's `RaftNetworkFactory` over HTTP/JSON (`http_client.rs`): one
+//! client per target, posting to the target's `/raft/*` endpoints (`http.rs`). A failure
+//! to connect or a timeout is `Unreachable` (openraft backs off); an error the target
+//! returns is a `RemoteError`.
 
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
@@ -16,23 +16,20 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use silt_raft::{NodeId, TypeConfig};
 
+use crate::http_client::{HttpClient, HttpError};
 use crate::wire::SnapshotChunk;
 
 /// Makes a [`NetworkClient`] per target node; all share one connection pool.
 #[derive(Clone)]
 pub struct Network {
-    http: reqwest::Client,
+    http: HttpClient,
 }
 
 impl Network {
     /// A network with its own connection pool.
     pub fn new() -> Self {
         Network {
-            http: reqwest::Client::builder()
-                .pool_max_idle_per_host(16)
-                .tcp_nodelay(true)
-                .build()
-                .unwrap_or_default(),
+            http: HttpClient::new(),
         }
     }
 }
@@ -45,7 +42,7 @@ impl Default for Network {
 
 /// Sends the Raft RPCs of one node to one target.
 pub struct NetworkClient {
-    http: reqwest::Client,
+    http: HttpClient,
     target: NodeId,
     addr: String,
 }
@@ -76,25 +73,19 @@ impl NetworkClient {
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let url = format!("http://{}/raft/{path}", self.addr);
-        let resp = self
+        let path = format!("/raft/{path}");
+        let (_, bytes) = self
             .http
-            .post(url)
-            .timeout(option.hard_ttl())
-            .json(body)
-            .send()
+            .post_json(&self.addr, &path, body, option.hard_ttl())
             .await
-            .map_err(|e| {
-                if e.is_connect() || e.is_timeout() {
+            .map_err(|e| match e {
+                HttpError::Connect(_) | HttpError::Timeout => {
                     RPCError::Unreachable(Unreachable::new(&e))
-                } else {
-                    RPCError::Network(NetworkError::new(&e))
                 }
+                HttpError::Other(_) => RPCError::Network(NetworkError::new(&e)),
             })?;
-        let res: Result<Resp, RaftError<NodeId, E>> = resp
-            .json()
-            .await
-            .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let res: Result<Resp, RaftError<NodeId, E>> =
+            serde_json::from_slice(&bytes).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         res.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 }
