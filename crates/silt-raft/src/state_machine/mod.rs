@@ -1,5 +1,8 @@
 //! [`StateMachine`]: openraft's `RaftStateMachine` on a silt database (`docs/format/raft.md`,
 //! "State machine keys" and "Snapshot file"; the design in `docs/design.md`, "silt-raft").
+//! Here: open, apply, and the trait; `builder.rs` builds snapshots, `install.rs` installs
+//! them, `handle.rs` serves reads, `snapshot_file.rs` is the file format, `meta.rs` the
+//! bookkeeping keys.
 //!
 //! Invariants:
 //! 1. Every apply writes its entries' user data, `last_applied` and (for membership entries)
@@ -15,26 +18,28 @@
 //!    it for writing to switch generations, so no reader sees a dropped column family.
 
 mod builder;
+mod handle;
+mod install;
 mod meta;
 mod snapshot_file;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Instant;
 
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, ErrorSubject, ErrorVerb, LogId, StorageError, StoredMembership};
 use parking_lot::{Mutex, RwLock};
-use silt::{ColumnFamily, Db, Read, SyncMode, WriteBatch, WriteOptions};
+use silt::{ColumnFamily, Db, SyncMode, WriteBatch, WriteOptions};
 use tokio::io::AsyncWriteExt;
 
-use crate::error::{Error, IntoStorage, Result};
+use crate::error::{IntoStorage, Result};
 use crate::types::{Op, Request, Response};
 use crate::{Entry, Node, NodeId, Snapshot, SnapshotMeta, TypeConfig};
 pub use builder::SnapshotBuilder;
+pub use handle::Digest;
 use meta::{data_cf_name, parse_data_cf, META_CF};
-use snapshot_file::{SnapshotReader, SnapshotWriter};
+use snapshot_file::SnapshotReader;
 
 /// Applies are written to silt in batches of at most about this many bytes (each batch
 /// atomic with its `last_applied`).
@@ -121,17 +126,6 @@ pub struct StateMachine {
 #[derive(Clone)]
 pub struct StateMachineHandle {
     shared: Arc<SmShared>,
-}
-
-/// A digest of the state machine's user data at one point, to compare replicas.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Digest {
-    /// The last applied log id at that point.
-    pub last_applied: Option<LogId<NodeId>>,
-    /// Number of keys.
-    pub keys: u64,
-    /// xxh3-64 over every (key length, key, value length, value) in key order.
-    pub hash: u64,
 }
 
 impl StateMachine {
@@ -289,59 +283,6 @@ impl SmShared {
         Ok(())
     }
 
-    fn build(&self) -> Result<Snapshot> {
-        let started = Instant::now();
-        // Held for the whole build: an install cannot drop the column family under us.
-        let data = self.data.read();
-        let view = self.db.snapshot();
-        let m = meta::read(&view, &self.meta_cf)?;
-        if m.data_gen != data.gen {
-            return Err(Error::Corruption(format!(
-                "data_cf says generation {}, the state machine uses {}",
-                m.data_gen, data.gen
-            )));
-        }
-        // Invariant 3: durable before openraft may purge the log up to this snapshot.
-        self.db.sync()?;
-        let n = self.next_snap.fetch_add(1, Ordering::SeqCst);
-        let (term, index) = m
-            .last_applied
-            .map_or((0, 0), |id| (id.leader_id.term, id.index));
-        let snap_meta = SnapshotMeta {
-            last_log_id: m.last_applied,
-            last_membership: m.membership,
-            snapshot_id: format!("{term}-{index}-{n}"),
-        };
-        let tmp = self.snap_dir.join(format!("{n:020}.tmp"));
-        let path = self.snap_dir.join(format!("{n:020}.snap"));
-        let mut w = SnapshotWriter::create(&tmp, &snap_meta)?;
-        for kv in view.iter_cf_all(&data.cf) {
-            let (k, v) = kv?;
-            w.pair(&k, &v)?;
-        }
-        let (pairs, bytes) = w.finish()?;
-        drop(view);
-        drop(data);
-        std::fs::rename(&tmp, &path)?;
-        sync_dir(&self.snap_dir)?;
-        self.set_current(Current {
-            meta: snap_meta.clone(),
-            path: path.clone(),
-        })?;
-        let mut s = self.stats.lock();
-        s.snapshots_built += 1;
-        s.last_build_ms = started.elapsed().as_millis() as u64;
-        s.snapshot_bytes = bytes;
-        s.snapshot_pairs = pairs;
-        s.snapshot_last_log_id = snap_meta.last_log_id;
-        drop(s);
-        let file = std::fs::File::open(&path)?;
-        Ok(Snapshot {
-            meta: snap_meta,
-            snapshot: Box::new(tokio::fs::File::from_std(file)),
-        })
-    }
-
     /// Makes `c` the current snapshot and deletes the previous file.
     fn set_current(&self, c: Current) -> Result<()> {
         let old = self.current.lock().replace(c);
@@ -352,99 +293,6 @@ impl SmShared {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(())
-    }
-
-    /// Installs the snapshot in `file` (normally `snapshots/receiving`, which openraft
-    /// filled through [`RaftStateMachine::begin_receiving_snapshot`]).
-    fn install(&self, meta: &SnapshotMeta, file: std::fs::File) -> Result<()> {
-        let started = Instant::now();
-        let recv = self.snap_dir.join(RECEIVING);
-        let ours = same_file(&file, &recv);
-        let copy = if ours {
-            None
-        } else {
-            // Handed a file of someone else's (openraft's suite passes the leader's): keep
-            // a copy as our current snapshot.
-            let tmp = self.snap_dir.join(format!(
-                "{:020}.tmp",
-                self.next_snap.fetch_add(1, Ordering::SeqCst)
-            ));
-            let mut src = file.try_clone()?;
-            std::io::Seek::seek(&mut src, std::io::SeekFrom::Start(0))?;
-            let mut dst = std::fs::File::create(&tmp)?;
-            std::io::copy(&mut src, &mut dst)?;
-            dst.sync_all()?;
-            Some(tmp)
-        };
-        let mut reader = SnapshotReader::from_file(file)?;
-        if reader.meta() != meta {
-            return Err(Error::Corruption(format!(
-                "the received snapshot says {:?}, openraft says {meta:?}",
-                reader.meta()
-            )));
-        }
-        let old_gen = self.data.read().gen;
-        let new_gen = old_gen + 1;
-        let name = data_cf_name(new_gen);
-        if self.db.list_cfs().contains(&name) {
-            self.db.drop_cf(&name)?;
-        }
-        let cf = self.db.create_cf(&name)?;
-        let filled = (|| -> Result<u64> {
-            let mut batch = WriteBatch::new();
-            let mut pairs = 0;
-            while let Some((k, v)) = reader.next_pair()? {
-                batch.put_cf(&cf, &k, &v);
-                pairs += 1;
-                if batch.encoded_bytes() >= INSTALL_BATCH_BYTES {
-                    self.db
-                        .write(std::mem::take(&mut batch), WriteOptions::default())?;
-                }
-            }
-            self.db.write(batch, WriteOptions::default())?;
-            Ok(pairs)
-        })();
-        let pairs = match filled {
-            Ok(p) => p,
-            Err(e) => {
-                // Never switched to: drop what was copied (open would drop it too).
-                let _ = self.db.drop_cf(&name);
-                return Err(e);
-            }
-        };
-        // The switch (invariant 2): one synced batch after every batch of the copy.
-        let mut b = WriteBatch::new();
-        meta::put_data_gen(&mut b, &self.meta_cf, new_gen);
-        if let Some(id) = &meta.last_log_id {
-            meta::put_last_applied(&mut b, &self.meta_cf, id);
-        }
-        meta::put_membership(&mut b, &self.meta_cf, &meta.last_membership)?;
-        self.db.write(b, WriteOptions::durable())?;
-        {
-            let mut data = self.data.write();
-            *data = Data { gen: new_gen, cf };
-            let mut a = self.applied.write();
-            *a = (meta.last_log_id, meta.last_membership.clone());
-        }
-        self.db.drop_cf(&data_cf_name(old_gen))?;
-        // The received file becomes the current snapshot.
-        let n = self.next_snap.fetch_add(1, Ordering::SeqCst);
-        let path = self.snap_dir.join(format!("{n:020}.snap"));
-        std::fs::rename(copy.as_ref().unwrap_or(&recv), &path)?;
-        sync_dir(&self.snap_dir)?;
-        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        self.set_current(Current {
-            meta: meta.clone(),
-            path,
-        })?;
-        let mut s = self.stats.lock();
-        s.snapshots_installed += 1;
-        s.last_install_ms = started.elapsed().as_millis() as u64;
-        s.last_applied = meta.last_log_id;
-        s.snapshot_bytes = bytes;
-        s.snapshot_pairs = pairs;
-        s.snapshot_last_log_id = meta.last_log_id;
         Ok(())
     }
 }
@@ -477,118 +325,9 @@ fn put_request(batch: &mut WriteBatch, cf: &ColumnFamily, req: Request) -> u32 {
     }
 }
 
-/// Whether `file` is the file at `path` (same device and inode).
-fn same_file(file: &std::fs::File, path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (file.metadata(), std::fs::metadata(path)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
-    }
-}
-
 fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)?.sync_all()?;
     Ok(())
-}
-
-/// Iterating a whole column family through [`Read`].
-trait IterAll {
-    fn iter_cf_all(&self, cf: &ColumnFamily) -> silt::Iter;
-}
-
-impl<R: Read> IterAll for R {
-    fn iter_cf_all(&self, cf: &ColumnFamily) -> silt::Iter {
-        self.range_cf::<&[u8], _>(cf, ..)
-    }
-}
-
-impl StateMachineHandle {
-    /// The value of `key`, from this node's state machine as it is (no Raft check: the
-    /// service decides whether to confirm leadership first).
-    ///
-    /// # Errors
-    ///
-    /// `Db` if silt fails.
-    pub fn get(&self, key: &str) -> Result<Option<String>> {
-        let data = self.shared.data.read();
-        let v = self.shared.db.get_cf(&data.cf, key.as_bytes())?;
-        v.map(|v| {
-            String::from_utf8(v)
-                .map_err(|_| Error::Corruption(format!("the value of {key:?} is not UTF-8")))
-        })
-        .transpose()
-    }
-
-    /// Up to `limit` pairs with `start <= key < end` (`end` `None`: to the last key), in
-    /// key order, from one consistent view.
-    ///
-    /// # Errors
-    ///
-    /// `Db` if silt fails.
-    pub fn scan(
-        &self,
-        start: &str,
-        end: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<(String, String)>> {
-        let data = self.shared.data.read();
-        let view = self.shared.db.snapshot();
-        let iter = match end {
-            Some(e) => view.range_cf(&data.cf, start.as_bytes()..e.as_bytes()),
-            None => view.range_cf(&data.cf, start.as_bytes()..),
-        };
-        let mut out = Vec::new();
-        for kv in iter.take(limit) {
-            let (k, v) = kv?;
-            let k =
-                String::from_utf8(k).map_err(|_| Error::Corruption("a key is not UTF-8".into()))?;
-            let v = String::from_utf8(v)
-                .map_err(|_| Error::Corruption("a value is not UTF-8".into()))?;
-            out.push((k, v));
-        }
-        Ok(out)
-    }
-
-    /// A digest of every key and value with the last applied id, from one consistent view.
-    ///
-    /// # Errors
-    ///
-    /// `Db` if silt fails.
-    pub fn digest(&self) -> Result<Digest> {
-        let data = self.shared.data.read();
-        let view = self.shared.db.snapshot();
-        let m = meta::read(&view, &self.shared.meta_cf)?;
-        let mut h = xxhash_rust::xxh3::Xxh3::new();
-        let mut keys = 0;
-        for kv in view.iter_cf_all(&data.cf) {
-            let (k, v) = kv?;
-            h.update(&(k.len() as u32).to_le_bytes());
-            h.update(&k);
-            h.update(&(v.len() as u32).to_le_bytes());
-            h.update(&v);
-            keys += 1;
-        }
-        Ok(Digest {
-            last_applied: m.last_applied,
-            keys,
-            hash: h.digest(),
-        })
-    }
-
-    /// The last applied log id and membership.
-    pub fn applied(&self) -> Applied {
-        self.shared.applied.read().clone()
-    }
-
-    /// Counters.
-    pub fn stats(&self) -> StateMachineStats {
-        self.shared.stats.lock().clone()
-    }
-
-    /// The silt database's own counters (its log's `fdatasync`s, flushes, compactions).
-    pub fn db_stats(&self) -> silt::Stats {
-        self.shared.db.stats()
-    }
 }
 
 impl RaftStateMachine<TypeConfig> for StateMachine {
