@@ -484,7 +484,6 @@ pub(super) fn apply(
     entries: &[batch::BatchEntry<'_>],
     keep: impl Fn(u32) -> bool,
 ) {
-    mem.note_seqno(seqno);
     let mut splice = Splice::default();
     if entries.len() == 1 {
         let e = &entries[0];

@@ -19,7 +19,7 @@
 //! in each node (why not a general-purpose crate: see that module).
 
 use std::cmp::Ordering;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::error::Error;
@@ -62,9 +62,6 @@ pub(crate) struct Memtable {
     first_seqno: Seqno,
     approx_bytes: AtomicU64,
     entries: AtomicU64,
-    /// The largest seqno inserted so far (raised before the inserts of a batch), so a
-    /// transaction's validation skips a memtable that holds nothing newer than it checks.
-    max_seqno: AtomicU64,
 }
 
 impl std::fmt::Debug for Memtable {
@@ -84,18 +81,7 @@ impl Memtable {
             first_seqno,
             approx_bytes: AtomicU64::new(0),
             entries: AtomicU64::new(0),
-            max_seqno: AtomicU64::new(0),
         }
-    }
-
-    /// Notes that entries at `seqno` are being inserted: called before them.
-    pub(crate) fn note_seqno(&self, seqno: Seqno) {
-        self.max_seqno.fetch_max(seqno, SeqCst);
-    }
-
-    /// The largest seqno noted ([`Memtable::note_seqno`]); every entry is at or below it.
-    pub(crate) fn max_seqno(&self) -> Seqno {
-        self.max_seqno.load(SeqCst)
     }
 
     pub(crate) fn first_seqno(&self) -> Seqno {

@@ -5,8 +5,8 @@
 //! They read a super-version's memtables and tables directly, not the user's view: a
 //! tombstone is a change like a put, and an entry not yet visible (applied by a writer
 //! ordered before the commit, but not yet acknowledged) counts too. Sources whose newest
-//! entry is older than `since` (a memtable's noted max seqno, a table's largest seqno) are
-//! skipped, so a check after a quiet interval costs nothing.
+//! entry is older than `since` (a frozen memtable, whose seqnos end where the next one's
+//! begin; a table, by its largest seqno) are skipped.
 //!
 //! What keeps the answer right: the transaction holds a snapshot at or below every `since`
 //! it checks, so compaction keeps the newest entry of each key above it (a tombstone above a
@@ -22,6 +22,13 @@ use crate::read::{first_of, Bounds};
 use crate::sstable::TableIter;
 use crate::version::SuperVersion;
 
+/// Whether memtable `i` of `sv` can hold no entry at or above `since`: a frozen memtable's
+/// entries lie below the next newer memtable's first seqno (memtable invariant M1 of
+/// `db/mod.rs`); the active one (index 0) is unbounded.
+fn holds_nothing_since(sv: &SuperVersion, i: usize, since: Seqno) -> bool {
+    i > 0 && sv.mems[i - 1].first_seqno() <= since
+}
+
 /// Whether `key` of `cf` has an entry with a seqno in `since..below`.
 pub(crate) fn key_changed(
     sv: &SuperVersion,
@@ -34,8 +41,8 @@ pub(crate) fn key_changed(
         return Ok(false);
     }
     let lk = LookupKey::new(cf, key, below);
-    for m in &sv.mems {
-        if m.max_seqno() < since {
+    for (i, m) in sv.mems.iter().enumerate() {
+        if holds_nothing_since(sv, i, since) {
             continue;
         }
         // The newest entry below `below` in this memtable decides for it.
@@ -93,8 +100,8 @@ pub(crate) fn range_changed(
             found = Some(k.to_vec());
         }
     };
-    for m in &sv.mems {
-        if m.max_seqno() < since {
+    for (i, m) in sv.mems.iter().enumerate() {
+        if holds_nothing_since(sv, i, since) {
             continue;
         }
         if let Some(k) = scan(&mut m.iter(cf), &b, since, below)? {
