@@ -11,6 +11,7 @@ pub(crate) mod bloom;
 pub(crate) mod builder;
 pub(crate) mod cache;
 pub(crate) mod format;
+pub(crate) mod index;
 pub(crate) mod table;
 
 pub(crate) use block::Block;

@@ -23,6 +23,7 @@ use super::format::{
     decode_block, BlockHandle, Footer, TableProps, BLOCK_TRAILER_BYTES, FOOTER_BYTES,
     MAX_BLOCK_BYTES,
 };
+use super::index::{DecodedIndex, IndexIter};
 use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, Kind, Seqno};
@@ -41,7 +42,9 @@ pub(crate) struct Table {
     size_bytes: u64,
     /// Offset of the footer: every block must end at or before it.
     footer_offset: u64,
-    index: Arc<Block>,
+    /// The index, decoded at open (`sstable/index.rs`), and where its block is in the file.
+    index: Arc<DecodedIndex>,
+    index_offset: u64,
     filter: Option<Bloom>,
     props: TableProps,
 }
@@ -73,11 +76,11 @@ impl Table {
         let footer = Footer::decode(&fbuf, &path, footer_offset)?;
         let path_arc: Arc<Path> = Arc::from(path.as_path());
         let read = |h: BlockHandle| read_block(&*file, &path, footer_offset, h);
-        let index = Arc::new(Block::new(
+        let index = Arc::new(DecodedIndex::new(Arc::new(Block::new(
             read(footer.index)?,
             path_arc.clone(),
             footer.index.offset,
-        )?);
+        )?))?);
         let filter = if footer.filter == BlockHandle::default() {
             None
         } else {
@@ -95,6 +98,7 @@ impl Table {
             size_bytes,
             footer_offset,
             index,
+            index_offset: footer.index.offset,
             filter,
             props,
         };
@@ -141,17 +145,9 @@ impl Table {
             return Ok(None);
         }
         let target = lk.internal_key();
-        let mut index = BlockIter::new(self.index.clone());
-        index.seek(target);
         // Usually one block; the first entry >= target may open the next one.
-        loop {
-            if !index.valid() {
-                return match index.take_error() {
-                    Some(e) => Err(e),
-                    None => Ok(None),
-                };
-            }
-            let handle = self.decode_handle(index.value())?;
+        for i in self.index.lower_bound(target)..self.index.len() {
+            let handle = self.decode_handle(self.index.value(i))?;
             let block = self.read_data_block(handle, true)?;
             let mut data = BlockIter::new(block);
             data.seek(target);
@@ -167,8 +163,8 @@ impl Table {
             if let Some(e) = data.take_error() {
                 return Err(e);
             }
-            index.next();
         }
+        Ok(None)
     }
 
     /// A cursor over the whole table that fills the block cache.
@@ -181,7 +177,7 @@ impl Table {
         BlockHandle::decode(v).ok_or_else(|| {
             Error::corruption(
                 &self.path,
-                self.index.offset(),
+                self.index_offset,
                 "index entry holds a malformed block handle",
             )
         })
@@ -213,23 +209,15 @@ impl Table {
 // a caller in the engine yet.
 #[allow(dead_code)]
 impl Table {
-    /// What the properties block says about the table.
     /// The user keys the index separates data blocks at (about one per data block, in
     /// order): a cheap sample of the table's key distribution, each standing for one block.
     pub(crate) fn block_boundaries(&self) -> Result<Vec<Vec<u8>>> {
-        let mut it = BlockIter::new(self.index.clone());
-        it.seek_to_first();
-        let mut out = Vec::new();
-        while it.valid() {
-            out.push(key::user_key(it.key()).to_vec());
-            it.next();
-        }
-        match it.take_error() {
-            Some(e) => Err(e),
-            None => Ok(out),
-        }
+        Ok((0..self.index.len())
+            .map(|i| key::user_key(self.index.key(i)).to_vec())
+            .collect())
     }
 
+    /// What the properties block says about the table.
     pub(crate) fn properties(&self) -> &TableProps {
         &self.props
     }
@@ -252,7 +240,7 @@ impl Table {
 
     /// Bytes this open table keeps in memory (index and filter), outside the block cache.
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.index.size_bytes() + self.filter.as_ref().map_or(0, Bloom::size_bytes)
+        self.index.memory_bytes() + self.filter.as_ref().map_or(0, Bloom::size_bytes)
     }
 }
 
@@ -302,7 +290,7 @@ fn read_exact(file: &dyn File, path: &Path, buf: &mut [u8], offset: u64) -> Resu
 #[derive(Debug)]
 pub(crate) struct TableIter {
     table: Arc<Table>,
-    index: BlockIter,
+    index: IndexIter,
     /// The cursor in the data block the index cursor points at.
     data: Option<BlockIter>,
     fill_cache: bool,
@@ -315,7 +303,7 @@ impl TableIter {
     pub(crate) fn new_with(table: &Arc<Table>, fill_cache: bool) -> TableIter {
         TableIter {
             table: table.clone(),
-            index: BlockIter::new(table.index.clone()),
+            index: IndexIter::new(table.index.clone()),
             data: None,
             fill_cache,
             err: None,
