@@ -47,7 +47,7 @@ impl Default for TableOptions {
     fn default() -> Self {
         TableOptions {
             block_size_bytes: 4096,
-            restart_interval: 16,
+            restart_interval: 8,
             bloom_bits_per_key: 10,
             compression: Compression::None,
         }
