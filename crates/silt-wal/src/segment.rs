@@ -256,6 +256,42 @@ impl Segments {
     /// Removes (or keeps for recycling) every segment whose whole LSN range lies below
     /// `lsn`, never `keep_from` or later. `empty_pool`: keep none for recycling, and delete
     /// the ones kept before.
+    /// At a quiet purge: removes the segments prepared ahead of `current` (the segment
+    /// the reservation watermark is in), which hold no record, if `still_current()` says
+    /// no writer has reserved past `current` meanwhile (checked under the preparation
+    /// lock, which creation takes too). A writer that crosses into the next segment later
+    /// creates it then (`get`). Returns how many it removed.
+    pub(crate) fn drop_ahead(
+        &self,
+        current: u64,
+        still_current: impl Fn() -> bool,
+    ) -> Result<usize> {
+        let _prep = self.prep.lock();
+        if !still_current() {
+            return Ok(0);
+        }
+        let ahead: Vec<u64> = self
+            .files
+            .read()
+            .keys()
+            .copied()
+            .filter(|&id| id > current)
+            .collect();
+        for &id in &ahead {
+            let path = self.path(id);
+            self.files.write().remove(&id);
+            self.fs
+                .remove(&path)
+                .map_err(|e| Error::io("remove", Some(path.clone()), e))?;
+        }
+        if !ahead.is_empty() {
+            self.fs
+                .sync_dir(&self.dir)
+                .map_err(|e| Error::io("fsync directory", Some(self.dir.clone()), e))?;
+        }
+        Ok(ahead.len())
+    }
+
     pub(crate) fn purge_below(&self, lsn: u64, keep_from: u64, empty_pool: bool) -> Result<usize> {
         let mut prep = self.prep.lock();
         let victims: Vec<u64> = self

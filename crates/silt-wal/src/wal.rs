@@ -257,7 +257,22 @@ impl Wal {
         // Segments below the filled watermark have no writer in flight.
         let keep_from = self.inner.ring.filled() / self.inner.seg_bytes;
         let quiet = lsn >= self.inner.reserved_lsn();
-        self.inner.segments.purge_below(lsn, keep_from, quiet)
+        let n = self.inner.segments.purge_below(lsn, keep_from, quiet)?;
+        if quiet {
+            // Everything is purged up to the end: drop the segments prepared ahead too, so
+            // a quiet log holds one segment, not two (space amplification of a small
+            // database). The next writer past the middle of the segment prepares one again.
+            let s = self.inner.seg_bytes;
+            let current = self.inner.reserved_lsn() / s;
+            let dropped = self
+                .inner
+                .segments
+                .drop_ahead(current, || self.inner.reserved_lsn() / s == current)?;
+            if dropped > 0 {
+                self.inner.forget_prepared(current);
+            }
+        }
+        Ok(n)
     }
 
     /// Stops background threads. Under `Interval` it syncs first, so what was appended is

@@ -202,7 +202,25 @@ fn a_purge_to_the_end_of_the_log_deletes_the_pool_and_the_log_goes_on() {
     // Not the end: purged segments are kept for recycling.
     wal.purge_up_to(wal.reserved_lsn() - 1).unwrap();
     assert!(pool_files(dir.path()) > 0, "kept for recycling");
-    append_to(&wal, 5 * SEG + 1000).unwrap();
+    // Past the middle of segment 5, so segment 6 is prepared ahead (in the background).
+    append_to(&wal, 5 * SEG + SEG * 3 / 4).unwrap();
+    let wal_files = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "wal")
+            })
+            .count()
+    };
+    let start = std::time::Instant::now();
+    while wal_files() < 2 && start.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(wal_files() >= 2, "the next segment was prepared ahead");
     // The end: nothing appended is needed any more; the pool goes too.
     wal.purge_up_to(wal.reserved_lsn()).unwrap();
     assert_eq!(
@@ -210,6 +228,8 @@ fn a_purge_to_the_end_of_the_log_deletes_the_pool_and_the_log_goes_on() {
         0,
         "a quiet log keeps no spare segments"
     );
+    // Nor a segment prepared ahead: only the one the next record goes into.
+    assert_eq!(wal_files(), 1, "a quiet log keeps one segment");
     // Appends go on (new segments zero-filled), and a reopen reads them.
     let from = wal.reserved_lsn();
     append_to(&wal, 8 * SEG + 1000).unwrap();

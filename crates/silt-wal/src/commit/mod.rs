@@ -400,6 +400,12 @@ impl Inner {
     /// segment is purged, which is up to three memtables of log (192 MiB at the defaults).
     /// A straggler still copying into it is waited for, and a later write would map it
     /// again (`File::release_mapping`), so this is a hint, never a hazard.
+    /// The segments after `current` were removed (a quiet purge): the next writer past the
+    /// middle of `current` asks for `current + 1` again.
+    pub(crate) fn forget_prepared(&self, current: u64) {
+        self.prepared_up_to.fetch_min(current, SeqCst);
+    }
+
     pub(crate) fn prepare_next_if_due(&self, start: u64) {
         let s = self.seg_bytes;
         let next = start / s + 1;
