@@ -217,3 +217,47 @@ fn sub_compactions_write_what_one_compaction_would() {
     assert_eq!(contents[0], contents[1]);
     assert_eq!(contents[0], contents[2]);
 }
+
+/// Deletes that land in a middle level under its size target are compacted early: a table
+/// that is mostly tombstones is merged into the level below, where they meet what they
+/// delete and are dropped at the bottom, without waiting for its level to fill.
+#[test]
+fn a_tombstone_heavy_table_is_compacted_down_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::builder(dir.path())
+        .memtable_bytes(1 << 20)
+        .table_target_bytes(64 << 10)
+        .level_base_bytes(64 << 10)
+        .level_size_ratio(4)
+        .l0_compaction_trigger(1)
+        .open()
+        .unwrap();
+    for i in 0..3000u32 {
+        db.put(format!("k{i:05}").as_bytes(), &[1u8; 40]).unwrap();
+    }
+    db.compact_range::<&[u8], _>(..).unwrap();
+    assert!(db.stats().levels[6].tables > 0);
+    // 600 deletes: one level-0 table, moved down to the base level (nothing there to merge
+    // with), far under that level's target.
+    let mut b = WriteBatch::new();
+    for i in 0..600u32 {
+        b.delete(format!("k{:05}", i * 5).as_bytes());
+    }
+    db.write(b, WriteOptions::default()).unwrap();
+    db.flush().unwrap();
+    let start = std::time::Instant::now();
+    loop {
+        let s = db.stats();
+        let middle: u64 = s.levels[1..6].iter().map(|l| l.tables).sum();
+        if s.levels[0].tables == 0 && middle == 0 && s.tombstone_compactions > 0 {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "the tombstones stayed above the last level: {s:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(db.iter().count(), 2400);
+    assert_eq!(db.get(b"k00005").unwrap(), None);
+}

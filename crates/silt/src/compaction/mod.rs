@@ -31,6 +31,13 @@
 //! 5. **Install.** New tables are synced, the directory synced, then one manifest edit
 //!    removes the inputs and adds the outputs; input files go when no reader needs them.
 //!
+//! When no level needs compacting, two kinds of job keep the tree tidy: blob collection
+//! (relocate values out of blob files with much garbage) and tombstone compaction (a table
+//! whose entries are mostly deletes is merged into the level below, where the deletes meet
+//! what they delete, or, with nothing below and no snapshot that needs them, rewritten in
+//! place without them), so delete-heavy ranges are compacted early instead of waiting for
+//! their level's size to call for it.
+//!
 //! Several compactions may run at once on disjoint tables (the `busy` set).
 //!
 //! ## Where things are
@@ -76,6 +83,10 @@ pub(crate) struct Job {
     /// A blob-collection job: run to relocate the values the inputs point at in this blob
     /// file (`docs/format/vlog.md`), so never a trivial move.
     pub(crate) collect_blob: Option<u64>,
+    /// A tombstone compaction (picked because its input is mostly deletes). In place
+    /// (`level == output_level`, nothing below to merge with) it is never a trivial move:
+    /// its point is to drop the tombstones.
+    pub(crate) for_tombstones: bool,
 }
 
 impl Job {
@@ -91,7 +102,10 @@ impl Job {
     /// Inputs with nothing below them to merge with and no key in two of them (a
     /// sequential load's level-0 tables): moved down by a manifest edit, not rewritten.
     pub(crate) fn is_trivial_move(&self) -> bool {
-        if !self.lower.is_empty() || self.collect_blob.is_some() {
+        if !self.lower.is_empty()
+            || self.collect_blob.is_some()
+            || (self.for_tombstones && self.level == self.output_level)
+        {
             return false;
         }
         let mut v: Vec<&Arc<TableHandle>> = self.inputs.iter().collect();

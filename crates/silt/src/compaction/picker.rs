@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use super::{Job, LAST};
+use crate::key::Seqno;
 use crate::manifest::LEVELS;
 use crate::version::{CfVersion, TableHandle, Version};
 
@@ -82,15 +83,24 @@ fn with_lower(
         inputs,
         lower,
         collect_blob: None,
+        for_tombstones: false,
     })
 }
 
-/// Picks the most urgent compaction whose tables are all free.
+/// A table is tombstone-heavy when at least this share of its entries are deletes...
+const TOMBSTONE_SHARE: f64 = 0.5;
+/// ...and it has at least this many entries (a tiny table is not worth a job).
+const TOMBSTONE_TABLE_MIN_ENTRIES: u64 = 64;
+
+/// Picks the most urgent compaction whose tables are all free. `oldest_snapshot` is the
+/// oldest registered snapshot (`Seqno::MAX` if none): tombstones at or above it may still
+/// be needed.
 pub(crate) fn pick(
     version: &Version,
     shape: Shape,
     pointers: &Pointers,
     busy: &HashSet<u64>,
+    oldest_snapshot: Seqno,
 ) -> Option<Job> {
     let mut best: Option<(f64, Job)> = None;
     for cf in version.cfs.values() {
@@ -125,6 +135,58 @@ pub(crate) fn pick(
     }
     best.map(|(_, j)| j)
         .or_else(|| blob_collection(version, shape, pointers, busy))
+        .or_else(|| tombstone_compaction(version, busy, oldest_snapshot))
+}
+
+/// When no level needs compacting and no blob file is due: the most tombstone-heavy table
+/// of a level below 0 (level 0 drains on its own trigger). Merged into the next level if
+/// that holds data of its range (the deletes meet what they delete, and the data moves
+/// down); rewritten in place if nothing lies below it and every tombstone in it is older
+/// than the oldest snapshot (they are all dropped, so the job cannot repeat forever);
+/// otherwise left alone.
+fn tombstone_compaction(
+    version: &Version,
+    busy: &HashSet<u64>,
+    oldest_snapshot: Seqno,
+) -> Option<Job> {
+    let mut heavy: Vec<(f64, u32, usize, Arc<TableHandle>)> = Vec::new();
+    for cf in version.cfs.values() {
+        for (level, tables) in cf.levels.iter().enumerate().skip(1) {
+            for t in tables {
+                let m = &t.meta;
+                if busy.contains(&m.id) || m.entries < TOMBSTONE_TABLE_MIN_ENTRIES {
+                    continue;
+                }
+                let share = m.tombstones as f64 / m.entries as f64;
+                if share >= TOMBSTONE_SHARE {
+                    heavy.push((share, cf.id, level, t.clone()));
+                }
+            }
+        }
+    }
+    heavy.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.3.meta.id.cmp(&b.3.meta.id)));
+    for (_, cf_id, level, t) in heavy {
+        let cf = &version.cfs[&cf_id];
+        let (lo, hi) = (t.user_smallest().to_vec(), t.user_largest().to_vec());
+        if level < LAST && !cf.overlapping(level + 1, &lo, &hi).is_empty() {
+            if let Some(mut job) = with_lower(cf, level, level + 1, vec![t.clone()], busy) {
+                job.for_tombstones = true;
+                return Some(job);
+            }
+        } else if bottommost(cf, level, &lo, &hi) && t.meta.largest_seqno < oldest_snapshot {
+            return Some(Job {
+                cf: cf.id,
+                level,
+                output_level: level,
+                inputs: vec![t.clone()],
+                lower: Vec::new(),
+                bottommost: true,
+                collect_blob: None,
+                for_tombstones: true,
+            });
+        }
+    }
+    None
 }
 
 /// When no level needs compacting: a job for the blob file with the most garbage at or
@@ -164,6 +226,7 @@ fn blob_collection(
                         lower: Vec::new(),
                         bottommost: true,
                         collect_blob: None,
+                        for_tombstones: false,
                     })
                 } else if level == 0 {
                     let (_, base) = targets(cf, shape.base_bytes, shape.ratio);

@@ -21,6 +21,9 @@ impl DbInner {
 
     /// Runs one job and installs its result.
     fn run_compaction(&self, job: &Job) -> Result<()> {
+        if job.for_tombstones {
+            self.counters.tombstone_compactions.fetch_add(1, SeqCst);
+        }
         // The lower tables merged; the others of the job's range stay, as fences.
         let (lower, fences) = self.lower_with_keys(job)?;
         let mut edits = Vec::new();
@@ -340,7 +343,14 @@ pub(super) fn compaction_loop(w: Weak<DbInner>) {
         let job = {
             let mut busy = db.busy.lock();
             let sv = db.super_version();
-            let job = compaction::pick(&sv.version, db.shape(), &db.compact_pointer.lock(), &busy);
+            let oldest = db.snapshot_list().first().copied().unwrap_or(Seqno::MAX);
+            let job = compaction::pick(
+                &sv.version,
+                db.shape(),
+                &db.compact_pointer.lock(),
+                &busy,
+                oldest,
+            );
             if let Some(j) = &job {
                 busy.extend(j.ids());
             }

@@ -205,6 +205,8 @@ pub(crate) struct Counters {
     pub(crate) compactions: AtomicU64,
     /// Compactions split into sub-compactions (`DbBuilder::subcompactions`).
     pub(crate) split_compactions: AtomicU64,
+    /// Compactions run for a tombstone-heavy table (`compaction/mod.rs`).
+    pub(crate) tombstone_compactions: AtomicU64,
     pub(crate) stalls: AtomicU64,
     pub(crate) stall_micros: AtomicU64,
     /// Writes slowed down before a stall (`db/throttle.rs`), and their waits in total.

@@ -110,6 +110,8 @@ pub struct Stats {
     pub compactions: u64,
     /// Of those, the ones split into sub-compactions (`DbBuilder::subcompactions`).
     pub split_compactions: u64,
+    /// Of those, the ones run because a table was mostly deletes (`compaction/mod.rs`).
+    pub tombstone_compactions: u64,
     /// `(log + flush + compaction bytes) / user bytes` since open.
     pub write_amp: f64,
     /// Writes that had to wait for flush or compaction, and how long in total.
@@ -169,6 +171,7 @@ impl DbInner {
             stalls: c.stalls.load(SeqCst),
             stall_micros: c.stall_micros.load(SeqCst),
             split_compactions: c.split_compactions.load(SeqCst),
+            tombstone_compactions: c.tombstone_compactions.load(SeqCst),
             delayed_writes: c.delayed_writes.load(SeqCst),
             delay_micros: c.delay_micros.load(SeqCst),
             flush_rate_bytes_per_sec: self.throttle.flush_rate(),
