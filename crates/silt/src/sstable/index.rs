@@ -119,6 +119,17 @@ impl IndexIter {
     fn at(&mut self, i: usize) {
         self.pos = (i < self.index.len()).then_some(i);
     }
+
+    /// Whether the first entry `>= target` is the current one: `target` lies after the
+    /// previous separator and at or before the current one. Then a seek would land here
+    /// again, and its binary search can be skipped.
+    pub(crate) fn covers(&self, target: &[u8]) -> bool {
+        let Some(p) = self.pos else { return false };
+        let at_or_before = cmp_internal(target, self.index.key(p)) != Ordering::Greater;
+        let after_previous =
+            p == 0 || cmp_internal(self.index.key(p - 1), target) == Ordering::Less;
+        at_or_before && after_previous
+    }
 }
 
 impl InternalIterator for IndexIter {

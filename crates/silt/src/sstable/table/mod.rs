@@ -453,6 +453,15 @@ impl InternalIterator for TableIter {
 
     fn seek(&mut self, target: &[u8]) {
         self.err = None;
+        // A seek near the last one (a scan's next range, a sequential seek) often lands in
+        // the block already loaded: then only that block is searched.
+        if self.data.is_some() && self.index.covers(target) {
+            if let Some(d) = self.data.as_mut() {
+                d.seek(target);
+            }
+            self.skip_forward();
+            return;
+        }
         self.index.seek(target);
         if self.index_moved() {
             if let Some(d) = self.data.as_mut() {
