@@ -34,8 +34,11 @@ pub enum Error {
         reason: String,
     },
     /// An earlier `fdatasync` (of the log, a table or the manifest) failed, so the kernel may
-    /// have dropped dirty pages: the database accepts no more writes. Reopen it to recover
-    /// its durable state.
+    /// have dropped dirty pages, or a manifest write or a background flush or compaction
+    /// failed: the database accepts no more writes. [`Db::background_error`] says which.
+    /// Reopen it to recover its durable state.
+    ///
+    /// [`Db::background_error`]: crate::Db::background_error
     Poisoned,
     /// The caller passed something the engine cannot take (a key over 64 KiB, a value over
     /// the limit, a bad option). Nothing was written.
@@ -289,8 +292,9 @@ impl std::fmt::Display for Error {
             ),
             Error::Poisoned => write!(
                 f,
-                "the database is poisoned by an earlier fdatasync failure and accepts no \
-                 writes; reopen it to recover its durable state"
+                "the database is poisoned by an earlier failed log write or fdatasync, \
+                 manifest write or background job, and accepts no writes (its cause: \
+                 Db::background_error); reopen it to recover its durable state"
             ),
             Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
             Error::ColumnFamilyNotFound(name) => write!(

@@ -361,9 +361,20 @@ impl World {
                 self.log.push(format!("{step} flush"));
             }
             89 => {
-                self.db
-                    .compact_range_cf::<&[u8], _>(&cf, ..)
-                    .expect("compact");
+                if let Err(e) = self.db.compact_range_cf::<&[u8], _>(&cf, ..) {
+                    let recent: Vec<&String> = self
+                        .log
+                        .iter()
+                        .filter(|l| !l.contains('['))
+                        .rev()
+                        .take(12)
+                        .collect();
+                    panic!(
+                        "step {step}: compact {name}: {e} (background error: {:?}; \
+                         recent steps, newest first: {recent:?})",
+                        self.db.background_error()
+                    );
+                }
                 self.log.push(format!("{step} compact {name}"));
             }
             90 => {

@@ -98,7 +98,11 @@ impl Db {
 }
 
 impl DbInner {
-    /// `ColumnFamilyNotFound` for family `cf`, by its name where this handle knew it.
+    /// Whether column family `cf` is in the manifest's current state (not dropped).
+    pub(crate) fn cf_exists(&self, cf: u32) -> bool {
+        self.state.lock().manifest.state().cfs.contains_key(&cf)
+    }
+
     /// The name of column family `cf` for a message (`"(id N)"` if this handle never knew
     /// it).
     pub(crate) fn cf_name(&self, cf: u32) -> String {
@@ -108,6 +112,7 @@ impl DbInner {
         }
     }
 
+    /// `ColumnFamilyNotFound` for family `cf`, by its name where this handle knew it.
     pub(crate) fn cf_not_found(&self, cf: u32) -> Error {
         match self.cf_names.lock().get(&cf) {
             Some(name) => Error::ColumnFamilyNotFound(name.to_string()),

@@ -56,7 +56,11 @@ impl DbInner {
             let tables: Vec<_> = job.inputs.iter().chain(&lower).cloned().collect();
             read = tables.iter().map(|t| t.meta.size_bytes).sum();
             let snapshots = self.snapshot_list();
-            let sep = Arc::new(self.compaction_separation(job));
+            // `pinned` holds the blob files the job may read (those it relocates) until the
+            // job is done: the job's inputs keep them in the manifest's state only while
+            // the family lives, and a `drop_cf` meanwhile drops the last version naming them.
+            let (sep, _pinned) = self.compaction_separation(job);
+            let sep = Arc::new(sep);
             let bounds = self.subcompaction_bounds(&tables, read)?;
             let outputs = if bounds.is_empty() {
                 self.merge_range(
@@ -228,8 +232,10 @@ impl DbInner {
     /// What a compaction's outputs do with values: separate those of at least the column
     /// family's blob threshold (values written before separation was on, or under a higher
     /// threshold), and relocate those in blob files due for collection
-    /// (`docs/format/vlog.md`, "Garbage and its collection").
-    fn compaction_separation(&self, job: &Job) -> Separation {
+    /// (`docs/format/vlog.md`, "Garbage and its collection"). Returns the super-version
+    /// it chose from, which the caller holds while it reads them: a blob file is deleted
+    /// when the last version naming it goes (version invariant 3).
+    fn compaction_separation(&self, job: &Job) -> (Separation, Arc<SuperVersion>) {
         let sv = self.super_version();
         let relocate = sv
             .version
@@ -241,11 +247,12 @@ impl DbInner {
             })
             .map(|b| (b.meta.id, b.meta.clone()))
             .collect();
-        Separation {
+        let sep = Separation {
             threshold: self.blob_threshold(job.cf),
             relocate,
             files: Some(self.blob_files.clone()),
-        }
+        };
+        (sep, sv)
     }
 
     /// Splits `job.lower` (the output level's tables in the inputs' key range) into those
@@ -325,7 +332,10 @@ impl DbInner {
                 let r = self.run_compaction(&job);
                 self.busy.lock().retain(|id| !ids.contains(id));
                 self.notify_bg();
-                r?;
+                match r {
+                    Err(_) if !self.cf_exists(cf) => return Err(self.cf_not_found(cf)),
+                    r => r?,
+                }
                 break;
             }
         }
@@ -369,6 +379,11 @@ pub(super) fn compaction_loop(w: Weak<DbInner>) {
                         let mut g = db.bg_lock.lock();
                         db.bg_cv.wait_for(&mut g, NO_SPACE_RETRY);
                         continue;
+                    }
+                    Err(_) if !db.cf_exists(job.cf) => {
+                        // The family was dropped while the job ran: whatever failed was
+                        // reading files no version needs any more, and the outputs were
+                        // removed with the job. Nothing the database holds is affected.
                     }
                     Err(e) => {
                         db.poison("compaction failed", &e);
