@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! payload = count: u32 LE, then `count` entries
-//! entry   = kind: u8 | cf: u32 LE | key_len: u32 LE | key | (Put only) value_len: u32 LE | value
+//! entry   = kind: u8 | cf: u32 LE | key_len: u32 LE | key | (Put, PutTtl) value_len: u32 LE | value
 //! part    = 0xFFFF_FFF0: u32 | txn: u64 | index: u32 | payload
 //! commit  = 0xFFFF_FFF1: u32 | txn: u64 | parts: u32 | payload
 //! ```
@@ -14,7 +14,9 @@
 
 use crate::cf::ColumnFamily;
 use crate::error::{Error, Result};
-use crate::key::{Kind, MAX_KEY_BYTES};
+use std::time::Duration;
+
+use crate::key::{expiry_of, Kind, EXPIRY_BYTES, MAX_KEY_BYTES};
 
 /// The largest value the engine accepts (and a batch's total payload, bounded by the log).
 pub const MAX_VALUE_BYTES: usize = 16 * 1024 * 1024;
@@ -38,6 +40,10 @@ pub const MAX_VALUE_BYTES: usize = 16 * 1024 * 1024;
 pub struct WriteBatch {
     buf: Vec<u8>,
     count: u32,
+    /// Whether some `PutTtl` entry holds a time to live (from [`WriteBatch::put_with_ttl`])
+    /// where the log wants an expiry time: the engine stamps the batch before it logs it
+    /// ([`WriteBatch::stamped`]).
+    relative_ttl: bool,
 }
 
 /// One decoded batch entry.
@@ -55,6 +61,7 @@ impl WriteBatch {
         WriteBatch {
             buf: vec![0; 4],
             count: 0,
+            relative_ttl: false,
         }
     }
 
@@ -81,6 +88,86 @@ impl WriteBatch {
     /// [`WriteBatch::put`] in column family `cf`.
     pub fn put_cf(&mut self, cf: &ColumnFamily, key: &[u8], value: &[u8]) -> &mut Self {
         self.push(Kind::Put, cf.id, key, Some(value))
+    }
+
+    /// Writes `value` under `key` in the default column family for `ttl`: from the write's
+    /// commit time plus `ttl` on (by the database's [`crate::Clock`]), the key reads as
+    /// deleted, and compaction drops the entry. Overrides the family's TTL
+    /// ([`crate::DbBuilder::ttl`]) for this write. A `ttl` beyond the year 2^64 ms is
+    /// capped there.
+    pub fn put_with_ttl(&mut self, key: &[u8], value: &[u8], ttl: Duration) -> &mut Self {
+        self.push_ttl(0, key, value, ttl)
+    }
+
+    /// [`WriteBatch::put_with_ttl`] in column family `cf`.
+    pub fn put_cf_with_ttl(
+        &mut self,
+        cf: &ColumnFamily,
+        key: &[u8],
+        value: &[u8],
+        ttl: Duration,
+    ) -> &mut Self {
+        self.push_ttl(cf.id, key, value, ttl)
+    }
+
+    fn push_ttl(&mut self, cf: u32, key: &[u8], value: &[u8], ttl: Duration) -> &mut Self {
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        let mut v = Vec::with_capacity(EXPIRY_BYTES + value.len());
+        v.extend_from_slice(&ms.to_le_bytes());
+        v.extend_from_slice(value);
+        self.relative_ttl = true;
+        self.push(Kind::PutTtl, cf, key, Some(&v))
+    }
+
+    /// Whether the batch holds a time to live still to be stamped.
+    pub(crate) fn has_relative_ttl(&self) -> bool {
+        self.relative_ttl
+    }
+
+    /// This batch as the log must hold it, if that differs: every time to live of
+    /// [`WriteBatch::put_with_ttl`] turned into an expiry time (`now_ms` plus it), and
+    /// every plain put into a family with a TTL (`family_ttl_ms`) into an expiring one.
+    /// `None` if there is nothing to stamp (the common case, which costs one pass only when
+    /// some family has a TTL).
+    pub(crate) fn stamped(
+        &self,
+        now_ms: u64,
+        family_ttl_ms: &dyn Fn(u32) -> Option<u64>,
+        any_family_ttl: bool,
+    ) -> Result<Option<WriteBatch>> {
+        if !self.relative_ttl && !any_family_ttl {
+            return Ok(None);
+        }
+        let entries = decode(&self.buf).map_err(|_| Error::invalid("malformed write batch"))?;
+        if !self.relative_ttl
+            && !entries
+                .iter()
+                .any(|e| e.kind == Kind::Put && family_ttl_ms(e.cf).is_some())
+        {
+            return Ok(None);
+        }
+        let mut out = WriteBatch::new();
+        let mut v = Vec::new();
+        for e in &entries {
+            let ttl = match e.kind {
+                Kind::PutTtl => Some((expiry_of(e.value).unwrap_or(0), &e.value[EXPIRY_BYTES..])),
+                Kind::Put => family_ttl_ms(e.cf).map(|t| (t, e.value)),
+                _ => None,
+            };
+            match ttl {
+                Some((ttl, value)) => {
+                    v.clear();
+                    v.extend_from_slice(&now_ms.saturating_add(ttl).to_le_bytes());
+                    v.extend_from_slice(value);
+                    out.push(Kind::PutTtl, e.cf, e.key, Some(&v));
+                }
+                None => {
+                    let value = e.kind.is_value().then_some(e.value);
+                    out.push(e.kind, e.cf, e.key, value);
+                }
+            }
+        }
+        Ok(Some(out))
     }
 
     /// [`WriteBatch::delete`] in column family `cf`.
@@ -110,9 +197,11 @@ impl WriteBatch {
 
     /// Removes every write.
     pub fn clear(&mut self) {
-        self.buf.truncate(4);
-        self.buf[..4].copy_from_slice(&[0; 4]);
+        // `WriteBatch::default()` has no count bytes yet: this must not index them.
+        self.buf.clear();
+        self.buf.resize(4, 0);
         self.count = 0;
+        self.relative_ttl = false;
     }
 
     pub(crate) fn push(
@@ -158,10 +247,10 @@ impl WriteBatch {
                     e.key.len()
                 )));
             }
-            if e.value.len() > MAX_VALUE_BYTES {
+            let user_len = e.value.len() - if e.kind.expires() { EXPIRY_BYTES } else { 0 };
+            if user_len > MAX_VALUE_BYTES {
                 return Err(Error::invalid(format!(
-                    "a value of {} bytes is over the limit of {MAX_VALUE_BYTES} bytes",
-                    e.value.len()
+                    "a value of {user_len} bytes is over the limit of {MAX_VALUE_BYTES} bytes"
                 )));
             }
         }
@@ -222,7 +311,7 @@ pub(crate) fn split(entries: &[BatchEntry<'_>], chunk_bytes: usize) -> Vec<Write
             out.push(std::mem::take(&mut b));
             b = WriteBatch::new();
         }
-        let value = (e.kind == Kind::Put).then_some(e.value);
+        let value = e.kind.is_value().then_some(e.value);
         b.push(e.kind, e.cf, e.key, value);
     }
     if !b.is_empty() || out.is_empty() {
@@ -286,17 +375,20 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Vec<BatchEntry<'_>>, BadBatch> {
     for _ in 0..count {
         let kind = take(&mut p, 1)?[0];
         let kind = Kind::from_u8(kind)
-            .filter(|k| *k != Kind::Blob) // pointers exist only in tables
+            .filter(|k| !k.is_blob()) // pointers exist only in tables
             .ok_or(BadBatch("unknown entry kind"))?;
         let cf = take_u32(&mut p)?;
         let klen = take_u32(&mut p)? as usize;
         let key = take(&mut p, klen)?;
-        let value = if kind == Kind::Put {
+        let value = if kind.is_value() {
             let vlen = take_u32(&mut p)? as usize;
             take(&mut p, vlen)?
         } else {
             &[]
         };
+        if kind == Kind::PutTtl && value.len() < EXPIRY_BYTES {
+            return Err(BadBatch("an expiring put without its expiry time"));
+        }
         out.push(BatchEntry {
             kind,
             cf,
@@ -314,6 +406,44 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Vec<BatchEntry<'_>>, BadBatch> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_default_batch_clears_without_panicking() {
+        let mut b = WriteBatch::default();
+        b.clear();
+        assert!(b.is_empty());
+        b.put(b"k", b"v");
+        assert_eq!(b.entries().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn stamping_turns_ttls_into_expiry_times_and_family_ttls_into_expiring_puts() {
+        let mut b = WriteBatch::new();
+        b.put(b"plain", b"p");
+        b.put_with_ttl(b"own", b"o", Duration::from_millis(250));
+        b.delete(b"gone");
+        b.push(Kind::Put, 7, b"fam", Some(b"f"));
+        let fam = |cf: u32| (cf == 7).then_some(1000u64);
+        let s = b.stamped(10_000, &fam, true).unwrap().unwrap();
+        let e = s.entries().unwrap();
+        assert_eq!((e[0].kind, e[0].value), (Kind::Put, &b"p"[..]));
+        assert_eq!(e[1].kind, Kind::PutTtl);
+        assert_eq!(expiry_of(e[1].value), Some(10_250));
+        assert_eq!(&e[1].value[EXPIRY_BYTES..], b"o");
+        assert_eq!(e[2].kind, Kind::Delete);
+        assert_eq!(expiry_of(e[3].value), Some(11_000));
+        assert_eq!(&e[3].value[EXPIRY_BYTES..], b"f");
+        // Nothing to stamp: no copy.
+        let mut plain = WriteBatch::new();
+        plain.put(b"a", b"b");
+        assert!(plain.stamped(1, &fam, true).unwrap().is_none());
+        assert!(plain.stamped(1, &|_| None, false).unwrap().is_none());
+        // A stamped put decodes from the log; a short one does not.
+        assert!(decode(s.payload()).is_ok());
+        let mut bad = WriteBatch::new();
+        bad.push(Kind::PutTtl, 0, b"k", Some(b"1234567"));
+        assert!(decode(bad.payload()).is_err());
+    }
 
     #[test]
     fn round_trip() {

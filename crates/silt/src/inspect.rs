@@ -21,13 +21,16 @@ use crate::sstable::format::{
 use crate::sstable::{BlockCache, Table, TableIter};
 use crate::table_meta::{table_file_name, BlobPointer};
 
-/// An entry's kind as a word: `put`, `delete`, `single_delete`, `blob`.
+/// An entry's kind as a word: `put`, `delete`, `single_delete`, `blob`, `put_ttl`,
+/// `blob_ttl`.
 pub fn kind_name(k: Kind) -> &'static str {
     match k {
         Kind::Put => "put",
         Kind::Delete => "delete",
         Kind::SingleDelete => "single_delete",
         Kind::Blob => "blob",
+        Kind::PutTtl => "put_ttl",
+        Kind::BlobTtl => "blob_ttl",
     }
 }
 
@@ -41,19 +44,32 @@ pub struct Entry {
     pub seqno: u64,
     /// What the entry does.
     pub kind: Kind,
-    /// The value (empty for a tombstone; a 20-byte pointer for a `blob` entry).
+    /// The value (empty for a tombstone; a 20-byte pointer for a `blob` entry; for the
+    /// expiring kinds, the 8-byte expiry time first, see [`Entry::expiry_millis`]).
     pub value: Vec<u8>,
     /// The column family id (log entries only; 0 in tables, which belong to one family).
     pub cf: u32,
 }
 
 impl Entry {
-    /// For a `blob` entry: the blob file id, offset and value length it points at.
+    /// For a `blob` or `blob_ttl` entry: the blob file id, offset and value length it
+    /// points at.
     pub fn blob_pointer(&self) -> Option<(u64, u64, u32)> {
-        (self.kind == Kind::Blob)
-            .then(|| BlobPointer::decode(&self.value))
+        let ptr = match self.kind {
+            Kind::Blob => &self.value[..],
+            Kind::BlobTtl => self.value.get(key::EXPIRY_BYTES..)?,
+            _ => return None,
+        };
+        BlobPointer::decode(ptr).map(|p| (p.id, p.offset, p.len))
+    }
+
+    /// For an expiring entry (`put_ttl`, `blob_ttl`): when it expires, in milliseconds
+    /// since the Unix epoch.
+    pub fn expiry_millis(&self) -> Option<u64> {
+        self.kind
+            .expires()
+            .then(|| key::expiry_of(&self.value))
             .flatten()
-            .map(|p| (p.id, p.offset, p.len))
     }
 }
 

@@ -45,7 +45,17 @@ pub enum Kind {
     /// A value stored in a blob file; the entry's value is a pointer to it
     /// (`docs/format/vlog.md`). Only in tables, never in the log or the memtable.
     Blob = 3,
+    /// A value that expires: the entry's value is the expiry time ([`EXPIRY_BYTES`],
+    /// milliseconds since the Unix epoch, little-endian) followed by the user's value. From
+    /// its expiry on, it reads as a `Delete` (see [`Expiry`]).
+    PutTtl = 4,
+    /// A `PutTtl` whose value is in a blob file: the entry's value is the expiry time
+    /// followed by a blob pointer. Only in tables.
+    BlobTtl = 5,
 }
+
+/// Bytes of the expiry time in front of a `PutTtl` or `BlobTtl` entry's value.
+pub const EXPIRY_BYTES: usize = 8;
 
 /// The kind used in seek keys: sorts before every real kind of the same seqno.
 pub const KIND_SEEK: u8 = 0xFF;
@@ -58,6 +68,8 @@ impl Kind {
             1 => Some(Kind::Put),
             2 => Some(Kind::SingleDelete),
             3 => Some(Kind::Blob),
+            4 => Some(Kind::PutTtl),
+            5 => Some(Kind::BlobTtl),
             _ => None,
         }
     }
@@ -67,10 +79,58 @@ impl Kind {
         matches!(self, Kind::Delete | Kind::SingleDelete)
     }
 
-    /// Whether the entry gives its key a value (inline or in a blob file).
+    /// Whether the entry gives its key a value (inline or in a blob file), at least until
+    /// it expires.
     pub fn is_value(self) -> bool {
-        matches!(self, Kind::Put | Kind::Blob)
+        matches!(self, Kind::Put | Kind::Blob | Kind::PutTtl | Kind::BlobTtl)
     }
+
+    /// Whether the entry's value is a pointer into a blob file (after the expiry, for
+    /// `BlobTtl`).
+    pub fn is_blob(self) -> bool {
+        matches!(self, Kind::Blob | Kind::BlobTtl)
+    }
+
+    /// Whether the entry's value starts with an expiry time.
+    pub fn expires(self) -> bool {
+        matches!(self, Kind::PutTtl | Kind::BlobTtl)
+    }
+}
+
+/// What an entry that gives its key a value says once its expiry is known: the read of
+/// every value kind goes through [`Expiry::of`], so an expired entry reads as a delete
+/// everywhere (point reads, iterators, compaction) and the expiry never reaches the user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expiry<'a> {
+    /// Live: the user's value (or blob pointer, for the blob kinds), expiry stripped.
+    Live(&'a [u8]),
+    /// Expired at or before `now`: the key reads as deleted from this entry down.
+    Expired,
+}
+
+impl<'a> Expiry<'a> {
+    /// The entry of `kind` (a value kind) with stored value `value`, as of `now_ms()`
+    /// (called only for an expiring kind). `None` if an expiring kind's value is too short
+    /// to hold its expiry (damage).
+    #[inline]
+    pub fn of(kind: Kind, value: &'a [u8], now_ms: impl FnOnce() -> u64) -> Option<Expiry<'a>> {
+        if !kind.expires() {
+            return Some(Expiry::Live(value));
+        }
+        let at = expiry_of(value)?;
+        Some(if at <= now_ms() {
+            Expiry::Expired
+        } else {
+            Expiry::Live(&value[EXPIRY_BYTES..])
+        })
+    }
+}
+
+/// The expiry time in front of an expiring entry's value; `None` if it is too short.
+#[inline]
+pub fn expiry_of(value: &[u8]) -> Option<u64> {
+    let b: [u8; EXPIRY_BYTES] = value.get(..EXPIRY_BYTES)?.try_into().ok()?;
+    Some(u64::from_le_bytes(b))
 }
 
 /// Packs a seqno and a kind byte into a trailer.
@@ -207,6 +267,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn expiry_is_read_from_the_value_and_hides_it_from_then_on() {
+        let mut v = 1000u64.to_le_bytes().to_vec();
+        v.extend_from_slice(b"value");
+        assert_eq!(
+            Expiry::of(Kind::PutTtl, &v, || 999),
+            Some(Expiry::Live(&b"value"[..]))
+        );
+        assert_eq!(Expiry::of(Kind::PutTtl, &v, || 1000), Some(Expiry::Expired));
+        assert_eq!(
+            Expiry::of(Kind::BlobTtl, &v, || 5000),
+            Some(Expiry::Expired)
+        );
+        let never = || -> u64 { panic!("a plain put needs no clock") };
+        assert_eq!(Expiry::of(Kind::Put, &v, never), Some(Expiry::Live(&v[..])));
+        assert_eq!(Expiry::of(Kind::PutTtl, b"short", || 0), None);
+        for k in [Kind::PutTtl, Kind::BlobTtl] {
+            assert_eq!(Kind::from_u8(k as u8), Some(k));
+            assert!(k.is_value() && k.expires() && !k.is_tombstone());
+        }
+        assert!(Kind::BlobTtl.is_blob() && Kind::Blob.is_blob() && !Kind::PutTtl.is_blob());
+    }
+
+    #[test]
     fn order_is_user_key_then_newest_first() {
         let a1 = make_internal(b"a", 1, Kind::Put);
         let a9 = make_internal(b"a", 9, Kind::Put);
@@ -243,6 +326,8 @@ mod tests {
         let mut bad = k.clone();
         let n = bad.len();
         bad[n - 1] = !7; // kind byte 7 (inverted on disk)
+        assert!(parse(&bad).is_none());
+        bad[n - 1] = !6;
         assert!(parse(&bad).is_none());
     }
 }

@@ -25,9 +25,11 @@
 
 mod batch;
 mod cf;
+mod clock;
 mod compaction;
 mod db;
 mod error;
+mod filter;
 /// Decoders' fuzz entry points for the fuzz targets and the corpus replay test (feature
 /// `fuzzing`); not a stable API.
 #[cfg(feature = "fuzzing")]
@@ -57,11 +59,13 @@ pub struct ReadmeDoctests;
 
 pub use batch::{WriteBatch, MAX_VALUE_BYTES};
 pub use cf::{ColumnFamily, DEFAULT_CF};
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{
     BackupInfo, BackupStore, CheckpointInfo, Db, LevelStats, RecoveryReport, RepairReport,
     Snapshot, Stats,
 };
 pub use error::{ConflictKind, Error, Result};
+pub use filter::{CompactionFilter, FilterDecision};
 pub use key::{Kind, MAX_KEY_BYTES};
 pub use options::{DbBuilder, SyncMode, WriteOptions};
 pub use read::{Cursor, Entry, EntryRef, Iter, Read};

@@ -1,5 +1,6 @@
 //! [`DbBuilder`]: every knob of a database, with its default and why.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,6 +8,8 @@ use std::time::Duration;
 use silt_vfs::FileSystem;
 pub use silt_wal::SyncMode;
 
+use crate::clock::{Clock, SystemClock};
+use crate::filter::CompactionFilter;
 use crate::sstable::Compression;
 
 /// How a database is opened. Create it with [`Db::builder`](crate::Db::builder); open
@@ -52,6 +55,11 @@ pub struct DbBuilder {
     pub(crate) cf_blob_threshold_bytes: std::collections::BTreeMap<String, Option<usize>>,
     pub(crate) blob_gc_garbage_ratio: f64,
     pub(crate) fs: Option<Arc<dyn FileSystem>>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) ttl: Option<Duration>,
+    pub(crate) cf_ttl: BTreeMap<String, Option<Duration>>,
+    pub(crate) compaction_filter: Option<Arc<dyn CompactionFilter>>,
+    pub(crate) cf_compaction_filter: BTreeMap<String, Option<Arc<dyn CompactionFilter>>>,
 }
 
 impl DbBuilder {
@@ -82,6 +90,78 @@ impl DbBuilder {
             cf_blob_threshold_bytes: std::collections::BTreeMap::new(),
             blob_gc_garbage_ratio: 0.5,
             fs: None,
+            clock: Arc::new(SystemClock),
+            ttl: None,
+            cf_ttl: BTreeMap::new(),
+            compaction_filter: None,
+            cf_compaction_filter: BTreeMap::new(),
+        }
+    }
+
+    /// A time to live for every write to a column family without its own
+    /// ([`DbBuilder::cf_ttl`]): a put made at time `t` reads as deleted from `t + ttl` on,
+    /// and compaction drops it. The expiry is fixed when the write commits (it is in the
+    /// log), so changing the TTL at a later open changes only later writes; a write's own
+    /// TTL ([`crate::WriteBatch::put_with_ttl`]) wins over the family's. Default `None`:
+    /// values do not expire. Time comes from [`DbBuilder::clock`]. Not stored: pass it at
+    /// every open.
+    pub fn ttl(mut self, ttl: Option<Duration>) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// [`DbBuilder::ttl`] for the column family named `cf` only (`None`: its values do not
+    /// expire, whatever the default).
+    pub fn cf_ttl(mut self, cf: &str, ttl: Option<Duration>) -> Self {
+        self.cf_ttl.insert(cf.to_string(), ttl);
+        self
+    }
+
+    /// The clock expiring values are judged by. Default [`SystemClock`]; tests pass a
+    /// [`crate::ManualClock`].
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// A compaction filter for every column family without its own
+    /// ([`DbBuilder::cf_compaction_filter`]); see [`CompactionFilter`] for when it runs.
+    /// Default none. Not stored: pass it at every open.
+    pub fn compaction_filter(mut self, filter: Arc<dyn CompactionFilter>) -> Self {
+        self.compaction_filter = Some(filter);
+        self
+    }
+
+    /// The compaction filter of the column family named `cf` only (`None`: no filter there,
+    /// whatever the default).
+    pub fn cf_compaction_filter(
+        mut self,
+        cf: &str,
+        filter: Option<Arc<dyn CompactionFilter>>,
+    ) -> Self {
+        self.cf_compaction_filter.insert(cf.to_string(), filter);
+        self
+    }
+
+    /// The TTL of the column family named `cf`, in milliseconds.
+    pub(crate) fn ttl_ms_for(&self, cf: &str) -> Option<u64> {
+        self.cf_ttl
+            .get(cf)
+            .copied()
+            .unwrap_or(self.ttl)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    /// Whether some column family may have a TTL.
+    pub(crate) fn any_ttl(&self) -> bool {
+        self.ttl.is_some() || self.cf_ttl.values().any(|t| t.is_some())
+    }
+
+    /// The compaction filter of the column family named `cf`.
+    pub(crate) fn compaction_filter_for(&self, cf: &str) -> Option<Arc<dyn CompactionFilter>> {
+        match self.cf_compaction_filter.get(cf) {
+            Some(f) => f.clone(),
+            None => self.compaction_filter.clone(),
         }
     }
 

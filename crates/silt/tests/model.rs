@@ -14,13 +14,45 @@ use std::sync::Arc;
 use common::debug_entries;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use silt::{ColumnFamily, Compression, Db, Snapshot, SyncMode, WriteBatch, WriteOptions};
+use silt::{
+    Clock, ColumnFamily, Compression, Db, ManualClock, Snapshot, SyncMode, WriteBatch, WriteOptions,
+};
 use silt_vfs::{CrashMode, SimFs};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
+/// Where the model's clock starts (ms since the epoch).
+const T0: u64 = 1_700_000_000_000;
+
+/// A value written with a time to live carries its expiry in its own bytes (behind this
+/// marker), so that every model state (current, snapshots, states since the last sync)
+/// can drop it when the clock passes it, without a side table per state.
+const TTL_MARK: &[u8] = b"\xffttl\xff";
+
+fn ttl_value(rng: &mut ChaCha8Rng, expiry: u64) -> Vec<u8> {
+    let mut v = TTL_MARK.to_vec();
+    v.extend_from_slice(&expiry.to_be_bytes());
+    let rest = value(rng);
+    v.extend_from_slice(&rest);
+    v
+}
+
+fn ttl_expiry(v: &[u8]) -> Option<u64> {
+    let rest = v.strip_prefix(TTL_MARK)?;
+    Some(u64::from_be_bytes(rest.get(..8)?.try_into().ok()?))
+}
+
+/// Drops from `m` every value whose expiry is at or before `now`: what the database reads.
+fn expire(m: &mut BTreeMap<String, Model>, now: u64) {
+    for cf in m.values_mut() {
+        cf.retain(|_, v| ttl_expiry(v).is_none_or(|at| at > now));
+    }
+}
+
 struct World {
     fs: Arc<SimFs>,
+    /// The database's clock, which only the `advance clock` step moves.
+    clock: Arc<ManualClock>,
     db: Db,
     sync: SyncMode,
     compression: Compression,
@@ -36,9 +68,10 @@ struct World {
     log: Vec<String>,
 }
 
-fn open(fs: &Arc<SimFs>, sync: SyncMode, compression: Compression) -> Db {
+fn open(fs: &Arc<SimFs>, sync: SyncMode, compression: Compression, clock: &Arc<ManualClock>) -> Db {
     Db::builder("/db")
         .file_system(fs.clone())
+        .clock(clock.clone())
         .sync_mode(sync)
         .compression(compression)
         .memtable_bytes(8 << 10)
@@ -166,7 +199,27 @@ impl World {
         let cf = self.cf(&name);
         let durable = matches!(self.sync, SyncMode::Full);
         match rng.random_range(0..100) {
-            0..=34 => {
+            30..=34 => {
+                // A put with a time to live of up to about five clock steps.
+                let k = key(rng);
+                let ttl = rng.random_range(1..5000u64);
+                let v = ttl_value(rng, self.clock.now_millis() + ttl);
+                let mut b = WriteBatch::new();
+                b.put_cf_with_ttl(&cf, &k, &v, std::time::Duration::from_millis(ttl));
+                if let Err(e) = self.db.write(b, WriteOptions::default()) {
+                    panic!(
+                        "step {step}: put ttl: {e} ({:?})",
+                        self.db.background_error()
+                    );
+                }
+                self.log.push(format!(
+                    "{step} put_ttl {name} {k:?} ttl {ttl} len {}",
+                    v.len()
+                ));
+                *self.puts.entry((name.clone(), k.clone())).or_default() += 1;
+                self.model.get_mut(&name).unwrap().insert(k, v);
+            }
+            0..=29 => {
                 let (k, v) = (key(rng), value(rng));
                 if let Err(e) = self.db.put_cf(&cf, &k, &v) {
                     panic!("step {step}: put: {e} ({:?})", self.db.background_error());
@@ -409,6 +462,12 @@ impl World {
                 self.log.push(format!("{step} crash"));
                 self.crash(rng, step)
             }
+            97 => {
+                let d = rng.random_range(0..3000u64);
+                self.clock.advance(std::time::Duration::from_millis(d));
+                self.log.push(format!("{step} advance clock {d} ms"));
+                self.expire_models();
+            }
             _ => {
                 let s = self.db.stats();
                 let levels = s.levels.iter().filter(|l| l.tables > 0).count();
@@ -421,14 +480,34 @@ impl World {
         self.since_sync.push(self.model.clone());
     }
 
+    /// The clock moved: every model state drops what expired, and a key whose value
+    /// expired no longer allows a single delete (its put is still in the database).
+    fn expire_models(&mut self) {
+        let now = self.clock.now_millis();
+        for (name, m) in &self.model {
+            for (k, v) in m {
+                if ttl_expiry(v).is_some_and(|at| at <= now) {
+                    self.puts.insert((name.clone(), k.clone()), 2);
+                }
+            }
+        }
+        expire(&mut self.model, now);
+        for (_, m) in self.snaps.iter_mut() {
+            expire(m, now);
+        }
+        for st in self.since_sync.iter_mut() {
+            expire(st, now);
+        }
+    }
+
     fn reopen(&mut self, _rng: &mut ChaCha8Rng, step: usize) {
         self.snaps.clear();
         let db = std::mem::replace(
             &mut self.db,
-            open(&SimFs::new(), self.sync, self.compression),
+            open(&SimFs::new(), self.sync, self.compression, &self.clock),
         );
         db.close().expect("close");
-        self.db = open(&self.fs, self.sync, self.compression);
+        self.db = open(&self.fs, self.sync, self.compression, &self.clock);
         self.check_all(&format!("step {step}: after reopen"));
     }
 
@@ -449,11 +528,11 @@ impl World {
             .push(format!("{step} crash mode {mode:?} sync {:?}", self.sync));
         let old = std::mem::replace(
             &mut self.db,
-            open(&SimFs::new(), self.sync, self.compression),
+            open(&SimFs::new(), self.sync, self.compression, &self.clock),
         );
         drop(old);
         self.fs = image;
-        self.db = open(&self.fs, self.sync, self.compression);
+        self.db = open(&self.fs, self.sync, self.compression, &self.clock);
         let got = self.full_state();
         if matches!(self.sync, SyncMode::Full) {
             self.check_all(&format!("step {step}: after crash ({mode:?})"));
@@ -526,11 +605,13 @@ fn run(seed: u64, ops: usize) {
     let compression =
         [Compression::None, Compression::Lz4, Compression::Zstd(1)][(seed % 3) as usize];
     let fs = SimFs::new();
-    let db = open(&fs, sync, compression);
+    let clock = Arc::new(ManualClock::new(T0));
+    let db = open(&fs, sync, compression, &clock);
     let mut model = BTreeMap::new();
     model.insert("default".to_string(), Model::new());
     let mut w = World {
         fs,
+        clock,
         db,
         sync,
         compression,
@@ -603,7 +684,12 @@ fn model_with_flush_compaction_reopen_and_crash() {
 fn model_reaches_deep_levels() {
     // Enough writes that compaction moves data below the base level and reads cross levels.
     let fs = SimFs::new();
-    let db = open(&fs, SyncMode::None, Compression::Lz4);
+    let db = open(
+        &fs,
+        SyncMode::None,
+        Compression::Lz4,
+        &Arc::new(ManualClock::new(T0)),
+    );
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let mut m = Model::new();
     for i in 0..20_000u32 {

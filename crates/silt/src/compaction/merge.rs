@@ -3,10 +3,125 @@
 //! tables cut between user keys ([`merge`]). Pure: the caller supplies the merged input
 //! and a function that opens each output table.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::filter::{CompactionFilter, FilterDecision};
 use crate::iter::InternalIterator;
-use crate::key::{self, Kind, Seqno};
+use crate::key::{self, Kind, Seqno, EXPIRY_BYTES};
 use crate::vlog::{Finished, Output};
+
+/// What a compaction does to entries besides dropping the versions nobody can see
+/// ([`keep_versions`]): expired values become deletes, and the family's compaction filter
+/// judges the newest value of each key ([`apply_policy`]).
+pub(crate) struct EntryPolicy<'a> {
+    /// The compaction's instant: an expiring entry whose expiry is at or before it is
+    /// expired (it reads as a delete for every reader from now on).
+    pub(crate) now_ms: u64,
+    /// The column family's compaction filter, if it has one.
+    pub(crate) filter: Option<&'a dyn CompactionFilter>,
+    /// The level the outputs go to (the filter is told).
+    pub(crate) level: usize,
+    /// The value a blob entry's pointer (the bytes after any expiry) points at, for the
+    /// filter: `(user key, pointer)`.
+    pub(crate) read_blob: &'a (dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>> + Sync),
+}
+
+impl EntryPolicy<'_> {
+    /// A policy that changes nothing but expired entries (as of `now_ms`).
+    #[cfg(test)]
+    pub(crate) fn expiry_only(now_ms: u64) -> EntryPolicy<'static> {
+        EntryPolicy {
+            now_ms,
+            filter: None,
+            level: 0,
+            read_blob: &|_, _| Err(Error::invalid("no blob files here")),
+        }
+    }
+}
+
+/// Turns entry `(k, v)` into a delete at its seqno.
+fn make_delete(k: &mut Vec<u8>, v: &mut Vec<u8>, seqno: Seqno) {
+    let n = k.len() - key::TRAILER_BYTES;
+    k.truncate(n);
+    k.extend_from_slice(&key::trailer(seqno, Kind::Delete as u8));
+    v.clear();
+}
+
+fn bad_entry(reason: &str) -> Error {
+    Error::Corruption {
+        file: "<compaction input>".into(),
+        offset: 0,
+        reason: reason.into(),
+    }
+}
+
+/// Applies `policy` to the entries of one user key (newest first), in place, before
+/// [`keep_versions`] decides what survives:
+///
+/// 1. An expired value becomes a delete at its seqno. Exact for every reader: expiry is
+///    judged by the clock, not by snapshots, so every read from now on (at any snapshot)
+///    already sees the key as deleted from that entry down.
+/// 2. The filter sees the newest entry if it is a value and no live snapshot can see it
+///    (it is in the newest stripe); `Remove` makes it a delete at its seqno (older values
+///    below, here or in levels this job does not reach, stay hidden), `Change` replaces
+///    the value (an expiring entry keeps its expiry; a blob entry becomes an inline value,
+///    which the output separates again if it is large).
+pub(crate) fn apply_policy(
+    group: &mut [(Vec<u8>, Vec<u8>)],
+    snapshots: &[Seqno],
+    policy: &EntryPolicy<'_>,
+) -> Result<()> {
+    for (k, v) in group.iter_mut() {
+        let Some(p) = key::parse(k) else { continue };
+        if p.kind.expires() {
+            let at = key::expiry_of(v).ok_or_else(|| {
+                bad_entry("an expiring entry's value is too short for its expiry")
+            })?;
+            if at <= policy.now_ms {
+                let seqno = p.seqno;
+                make_delete(k, v, seqno);
+            }
+        }
+    }
+    let Some(filter) = policy.filter else {
+        return Ok(());
+    };
+    let Some((k, v)) = group.first_mut() else {
+        return Ok(());
+    };
+    let Some(p) = key::parse(k) else {
+        return Ok(());
+    };
+    if !p.kind.is_value() || stripe(snapshots, p.seqno) != snapshots.len() {
+        return Ok(());
+    }
+    let (kind, seqno) = (p.kind, p.seqno);
+    let expiry_len = if kind.expires() { EXPIRY_BYTES } else { 0 };
+    let user_key = key::user_key(k);
+    let blob;
+    let value: &[u8] = if kind.is_blob() {
+        blob = (policy.read_blob)(user_key, &v[expiry_len..])?;
+        &blob
+    } else {
+        &v[expiry_len..]
+    };
+    match filter.filter(policy.level, user_key, value) {
+        FilterDecision::Keep => {}
+        FilterDecision::Remove => make_delete(k, v, seqno),
+        FilterDecision::Change(nv) => {
+            let new_kind = if kind.expires() {
+                Kind::PutTtl
+            } else {
+                Kind::Put
+            };
+            let n = k.len() - key::TRAILER_BYTES;
+            k.truncate(n);
+            k.extend_from_slice(&key::trailer(seqno, new_kind as u8));
+            v.truncate(expiry_len);
+            v.extend_from_slice(&nv);
+        }
+    }
+    Ok(())
+}
 
 /// The stripe of `seqno`: how many snapshots cannot see it.
 fn stripe(snapshots: &[Seqno], seqno: Seqno) -> usize {
@@ -84,19 +199,22 @@ fn next_distinct(group: &[(Vec<u8>, Vec<u8>)], i: usize, seqno: Seqno) -> usize 
     j
 }
 
-/// Merges `m` (positioned on its first entry) into output tables of about `target_bytes`
+/// Merges `m` (positioned on its first entry), its entries changed by `policy`, into output
+/// tables of about `target_bytes`
 /// (values separated into blob files do not count),
 /// cut only between user keys; `open_output` creates each output table. `fences` are the
 /// user-key ranges `[lo, hi]` (sorted, disjoint) of tables of the output level that stay
 /// where they are, inside the merge's range but holding none of its keys: an output table
 /// is cut before it would span one, so the output level stays disjoint. Returns the
 /// finished tables in key order.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn merge(
     m: &mut dyn InternalIterator,
     snapshots: &[Seqno],
     bottommost: bool,
     target_bytes: u64,
     fences: &[(Vec<u8>, Vec<u8>)],
+    policy: &EntryPolicy<'_>,
     open_output: &mut dyn FnMut() -> Result<Output>,
 ) -> Result<Vec<Finished>> {
     let mut outputs = Vec::new();
@@ -131,6 +249,7 @@ pub(crate) fn merge(
                     crate::kill_point::hit("compaction: an output table written, more to come");
                 }
             }
+            apply_policy(&mut group[..len], snapshots, policy)?;
             for i in keep_versions(&group[..len], snapshots, bottommost) {
                 let b = match &mut builder {
                     Some(b) => b,
@@ -162,4 +281,104 @@ pub(crate) fn merge(
         outputs.push(b.finish()?);
     }
     Ok(outputs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::make_internal;
+
+    fn entry(k: &[u8], seqno: Seqno, kind: Kind, v: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        (make_internal(k, seqno, kind), v.to_vec())
+    }
+
+    fn expiring(at: u64, v: &[u8]) -> Vec<u8> {
+        let mut out = at.to_le_bytes().to_vec();
+        out.extend_from_slice(v);
+        out
+    }
+
+    fn kinds(g: &[(Vec<u8>, Vec<u8>)]) -> Vec<(Seqno, Kind)> {
+        g.iter()
+            .map(|(k, _)| {
+                let p = key::parse(k).unwrap();
+                (p.seqno, p.kind)
+            })
+            .collect()
+    }
+
+    #[derive(Debug)]
+    struct Upper;
+    impl CompactionFilter for Upper {
+        fn filter(&self, _: usize, key: &[u8], value: &[u8]) -> FilterDecision {
+            if key == b"drop" {
+                FilterDecision::Remove
+            } else {
+                FilterDecision::Change(value.to_ascii_uppercase())
+            }
+        }
+    }
+
+    #[test]
+    fn expired_entries_become_deletes_at_their_seqno_and_live_ones_stay() {
+        let mut g = vec![
+            entry(b"k", 9, Kind::PutTtl, &expiring(2000, b"new")),
+            entry(b"k", 5, Kind::PutTtl, &expiring(1000, b"old")),
+            entry(b"k", 3, Kind::Put, b"older"),
+        ];
+        apply_policy(&mut g, &[], &EntryPolicy::expiry_only(1000)).unwrap();
+        assert_eq!(
+            kinds(&g),
+            vec![(9, Kind::PutTtl), (5, Kind::Delete), (3, Kind::Put)]
+        );
+        assert!(g[1].1.is_empty());
+        // Past the newer one too; then the bottom keeps nothing of the key.
+        apply_policy(&mut g, &[], &EntryPolicy::expiry_only(5000)).unwrap();
+        assert_eq!(kinds(&g)[0], (9, Kind::Delete));
+        assert!(keep_versions(&g, &[], true).is_empty());
+        // A short expiring value is damage, not a panic.
+        let mut bad = vec![entry(b"k", 9, Kind::PutTtl, b"1234")];
+        assert!(apply_policy(&mut bad, &[], &EntryPolicy::expiry_only(0)).is_err());
+    }
+
+    #[test]
+    fn the_filter_sees_only_the_newest_value_no_snapshot_sees() {
+        let f = Upper;
+        let read_blob = |_: &[u8], _: &[u8]| -> Result<Vec<u8>> { Ok(b"from blob".to_vec()) };
+        let policy = EntryPolicy {
+            now_ms: 0,
+            filter: Some(&f),
+            level: 6,
+            read_blob: &read_blob,
+        };
+        // No snapshot: the newest value changes, an expiring one keeps its expiry.
+        let mut g = vec![
+            entry(b"k", 9, Kind::PutTtl, &expiring(7777, b"abc")),
+            entry(b"k", 5, Kind::Put, b"old"),
+        ];
+        apply_policy(&mut g, &[], &policy).unwrap();
+        assert_eq!(kinds(&g), vec![(9, Kind::PutTtl), (5, Kind::Put)]);
+        assert_eq!(g[0].1, expiring(7777, b"ABC"));
+        assert_eq!(g[1].1, b"old");
+        // A snapshot at 10 sees seqno 9: untouched.
+        let mut g = vec![entry(b"k", 9, Kind::Put, b"abc")];
+        apply_policy(&mut g, &[10], &policy).unwrap();
+        assert_eq!(g[0].1, b"abc");
+        // A snapshot at 9 does not: filtered.
+        apply_policy(&mut g, &[9], &policy).unwrap();
+        assert_eq!(g[0].1, b"ABC");
+        // Remove: a delete at the value's seqno; a blob value is read for the filter and
+        // becomes an inline put.
+        let mut g = vec![entry(b"drop", 4, Kind::Put, b"x")];
+        apply_policy(&mut g, &[], &policy).unwrap();
+        assert_eq!(kinds(&g), vec![(4, Kind::Delete)]);
+        let mut g = vec![entry(b"b", 4, Kind::Blob, &[0u8; 20])];
+        apply_policy(&mut g, &[], &policy).unwrap();
+        assert_eq!(kinds(&g), vec![(4, Kind::Put)]);
+        assert_eq!(g[0].1, b"FROM BLOB");
+        // Deletes are not offered.
+        let mut g = vec![entry(b"k", 4, Kind::Delete, b"")];
+        apply_policy(&mut g, &[], &policy).unwrap();
+        assert_eq!(kinds(&g), vec![(4, Kind::Delete)]);
+    }
 }

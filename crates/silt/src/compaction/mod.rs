@@ -56,8 +56,10 @@ use crate::version::TableHandle;
 mod merge;
 mod picker;
 
-pub(crate) use merge::merge;
-pub(crate) use picker::{key_range, manual_job, pick, Manual, Pointers, Shape};
+pub(crate) use merge::{merge, EntryPolicy};
+pub(crate) use picker::{
+    key_range, manual_job, manual_rewrite_last, pick, Manual, Pointers, Shape,
+};
 
 /// User-key ranges `[lo, hi]` of output-level tables a merge must not span (sorted,
 /// disjoint): see [`merge`].
@@ -87,6 +89,9 @@ pub(crate) struct Job {
     /// (`level == output_level`, nothing below to merge with) it is never a trivial move:
     /// its point is to drop the tombstones.
     pub(crate) for_tombstones: bool,
+    /// A manual compaction under a compaction filter or TTL: every entry must pass the
+    /// merge (where the filter and expiry apply), so never a trivial move.
+    pub(crate) rewrite: bool,
 }
 
 impl Job {
@@ -104,6 +109,7 @@ impl Job {
     pub(crate) fn is_trivial_move(&self) -> bool {
         if !self.lower.is_empty()
             || self.collect_blob.is_some()
+            || self.rewrite
             || (self.for_tombstones && self.level == self.output_level)
         {
             return false;

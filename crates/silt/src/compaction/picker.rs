@@ -84,6 +84,7 @@ fn with_lower(
         lower,
         collect_blob: None,
         for_tombstones: false,
+        rewrite: false,
     })
 }
 
@@ -183,6 +184,7 @@ fn tombstone_compaction(
                 bottommost: true,
                 collect_blob: None,
                 for_tombstones: true,
+                rewrite: false,
             });
         }
     }
@@ -227,6 +229,7 @@ fn blob_collection(
                         bottommost: true,
                         collect_blob: None,
                         for_tombstones: false,
+                        rewrite: false,
                     })
                 } else if level == 0 {
                     let (_, base) = targets(cf, shape.base_bytes, shape.ratio);
@@ -325,6 +328,41 @@ pub(crate) fn manual_job(
         Some(job) => Manual::Job(job),
         None => Manual::Busy,
     }
+}
+
+/// A manual compaction's in-place rewrite of the last level's tables in `lo..=hi`, so that
+/// a compaction filter and expiry reach data no other job would rewrite (RocksDB's
+/// `BottommostLevelCompaction::kIfHaveCompactionFilter`).
+pub(crate) fn manual_rewrite_last(
+    cf: &CfVersion,
+    lo: Option<&[u8]>,
+    hi: Option<&[u8]>,
+    busy: &HashSet<u64>,
+) -> Manual {
+    let inputs: Vec<Arc<TableHandle>> = cf.levels[LAST]
+        .iter()
+        .filter(|t| {
+            lo.is_none_or(|l| t.user_largest() >= l) && hi.is_none_or(|h| t.user_smallest() <= h)
+        })
+        .cloned()
+        .collect();
+    if inputs.is_empty() {
+        return Manual::Nothing;
+    }
+    if inputs.iter().any(|t| busy.contains(&t.meta.id)) {
+        return Manual::Busy;
+    }
+    Manual::Job(Job {
+        cf: cf.id,
+        level: LAST,
+        output_level: LAST,
+        inputs,
+        lower: Vec::new(),
+        bottommost: true,
+        collect_blob: None,
+        for_tombstones: false,
+        rewrite: true,
+    })
 }
 
 /// What [`manual_job`] found at one level.

@@ -6,7 +6,7 @@
 use std::sync::Weak;
 
 use super::*;
-use crate::compaction::{self, Job, Manual, Shape, LAST};
+use crate::compaction::{self, EntryPolicy, Job, Manual, Shape, LAST};
 use crate::sstable::TableIter;
 
 impl DbInner {
@@ -59,12 +59,23 @@ impl DbInner {
             // `pinned` holds the blob files the job may read (those it relocates) until the
             // job is done: the job's inputs keep them in the manifest's state only while
             // the family lives, and a `drop_cf` meanwhile drops the last version naming them.
-            let (sep, _pinned) = self.compaction_separation(job);
+            let (sep, pinned) = self.compaction_separation(job);
             let sep = Arc::new(sep);
+            // Expiry as of now, and the family's filter (which reads separated values
+            // through the same pinned version).
+            let filter = self.compaction_filter(job.cf);
+            let read_blob = |user_key: &[u8], ptr: &[u8]| pinned.version.read_blob(user_key, ptr);
+            let policy = EntryPolicy {
+                now_ms: self.opts.clock.now_millis(),
+                filter: filter.as_deref(),
+                level: job.output_level,
+                read_blob: &read_blob,
+            };
+            let policy = &policy;
             let bounds = self.subcompaction_bounds(&tables, read)?;
             let outputs = if bounds.is_empty() {
                 self.merge_range(
-                    job, &tables, None, None, &snapshots, &fences, &sep, &mut new,
+                    job, &tables, None, None, &snapshots, &fences, &sep, policy, &mut new,
                 )?
             } else {
                 // Sub-compactions: the key range cut at `bounds`, each share merged on a
@@ -86,7 +97,8 @@ impl DbInner {
                                 scope.spawn(move || {
                                     let mut mine = NewTables::new(self);
                                     let out = self.merge_range(
-                                        job, tables, lo, hi, snapshots, fences, sep, &mut mine,
+                                        job, tables, lo, hi, snapshots, fences, sep, policy,
+                                        &mut mine,
                                     )?;
                                     Ok((out, std::mem::take(&mut mine.ids)))
                                 })
@@ -175,6 +187,7 @@ impl DbInner {
         snapshots: &[Seqno],
         fences: &compaction::Fences,
         sep: &Arc<Separation>,
+        policy: &EntryPolicy<'_>,
         new: &mut NewTables<'_>,
     ) -> Result<Vec<crate::vlog::Finished>> {
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
@@ -197,6 +210,7 @@ impl DbInner {
             job.bottommost,
             self.opts.table_target_bytes,
             fences,
+            policy,
             &mut || self.new_output(new, sep),
         )
     }
@@ -301,11 +315,15 @@ impl DbInner {
         Ok((lower, fences))
     }
 
-    /// Manual compaction of `bounds` down to the last level (`Db::compact_range`).
+    /// Manual compaction of `bounds` down to the last level (`Db::compact_range`). Under a
+    /// compaction filter or a TTL every table of the range is rewritten, the last level's
+    /// in place, so that they reach all of it.
     pub(super) fn compact_range(&self, cf: u32, bounds: &Bounds) -> Result<()> {
         let lo = bounds.lo_key();
         let hi = bounds.hi_key();
-        for level in 0..LAST {
+        let rewrite = self.compaction_filter(cf).is_some() || self.ttl_ms(cf).is_some();
+        let last = if rewrite { LAST + 1 } else { LAST };
+        for level in 0..last {
             loop {
                 self.check_writable()?;
                 // Pick under the busy lock: a table that is in the current version and not
@@ -316,7 +334,12 @@ impl DbInner {
                 let Some(cfv) = sv.version.cfs.get(&cf) else {
                     return Err(self.cf_not_found(cf));
                 };
-                let job = match compaction::manual_job(cfv, level, lo, hi, &busy) {
+                let picked = if level == LAST {
+                    compaction::manual_rewrite_last(cfv, lo, hi, &busy)
+                } else {
+                    compaction::manual_job(cfv, level, lo, hi, &busy)
+                };
+                let job = match picked {
                     Manual::Nothing => break,
                     Manual::Busy => {
                         drop(busy);
@@ -324,7 +347,10 @@ impl DbInner {
                         self.bg_cv.wait_for(&mut g, Duration::from_millis(5));
                         continue;
                     }
-                    Manual::Job(job) => job,
+                    Manual::Job(mut job) => {
+                        job.rewrite |= rewrite;
+                        job
+                    }
                 };
                 let ids = job.ids();
                 busy.extend(ids.iter().copied());

@@ -239,6 +239,22 @@ impl DbInner {
     }
 
     /// The blob threshold of column family `cf` (`DbBuilder::blob_threshold_bytes`).
+    /// The compaction filter of column family `cf`, if it has one.
+    pub(crate) fn compaction_filter(&self, cf: u32) -> Option<Arc<dyn crate::CompactionFilter>> {
+        match self.cf_names.lock().get(&cf) {
+            Some(name) => self.opts.compaction_filter_for(name),
+            None => self.opts.compaction_filter.clone(),
+        }
+    }
+
+    /// The TTL of column family `cf` in milliseconds, if it has one.
+    pub(crate) fn ttl_ms(&self, cf: u32) -> Option<u64> {
+        match self.cf_names.lock().get(&cf) {
+            Some(name) => self.opts.ttl_ms_for(name),
+            None => None,
+        }
+    }
+
     pub(crate) fn blob_threshold(&self, cf: u32) -> Option<usize> {
         match self.cf_names.lock().get(&cf) {
             Some(name) => self.opts.blob_threshold_for(name),

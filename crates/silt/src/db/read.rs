@@ -25,7 +25,8 @@ impl View {
     fn source(self, cf: u32) -> Source {
         let sv = self.sv.unwrap_or_else(|| self.inner.super_version());
         let inner = self.inner;
-        Source::new(sv, cf, self.seqno, || inner.cf_not_found(cf))
+        let now = Arc::new(crate::clock::ReadTime::new(inner.opts.clock.clone()));
+        Source::new(sv, cf, self.seqno, now, || inner.cf_not_found(cf))
     }
 
     fn iter(self, cf: u32, bounds: Bounds) -> Iter {
@@ -238,7 +239,8 @@ impl DbInner {
             return Err(self.cf_not_found(cf));
         };
         // The search key, built once for every memtable and table this read visits.
-        sv.get(cfv, &key::LookupKey::new(cf, key, snapshot))
+        let now = crate::clock::ReadTime::new(self.opts.clock.clone());
+        sv.get(cfv, &key::LookupKey::new(cf, key, snapshot), &now)
     }
 
     /// Live snapshots, ascending.

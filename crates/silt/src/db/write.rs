@@ -94,10 +94,25 @@ impl Db {
 pub(crate) type Validate<'a> = dyn FnMut(Seqno, &Arc<Writer>) -> Result<()> + 'a;
 
 impl DbInner {
+    /// `batch` with its times to live and its families' TTLs turned into expiry times as of
+    /// now (`WriteBatch::stamped`), or `None` if it has none.
+    fn stamp(&self, batch: &WriteBatch) -> Result<Option<WriteBatch>> {
+        let any = self.opts.any_ttl();
+        if !any && !batch.has_relative_ttl() {
+            return Ok(None);
+        }
+        let names = self.cf_names.lock();
+        let ttl = |cf: u32| names.get(&cf).and_then(|n| self.opts.ttl_ms_for(n));
+        batch.stamped(self.opts.clock.now_millis(), &ttl, any)
+    }
+
     pub(super) fn write(&self, batch: &WriteBatch, opts: WriteOptions) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
+        // Expiry times are fixed before the log sees the batch, so replay gives the same.
+        let stamped = self.stamp(batch)?;
+        let batch = stamped.as_ref().unwrap_or(batch);
         // Decoded once: checked here, applied below.
         let entries = batch.entries()?;
         self.check_writable()?;
@@ -140,6 +155,23 @@ impl DbInner {
         validate: Option<&mut Validate<'_>>,
         after_parts: impl FnOnce(),
     ) -> Result<Seqno> {
+        // A transaction's puts into a family with a TTL expire as a batch's do. (A batch
+        // from `write` is stamped already: stamping it again finds nothing to do.)
+        let stamped: Vec<Option<WriteBatch>> = chunks
+            .iter()
+            .map(|c| self.stamp(c))
+            .collect::<Result<_>>()?;
+        let owned: Vec<WriteBatch>;
+        let chunks: &[WriteBatch] = if stamped.iter().any(Option::is_some) {
+            owned = chunks
+                .iter()
+                .zip(stamped)
+                .map(|(c, s)| s.unwrap_or_else(|| c.clone()))
+                .collect();
+            &owned
+        } else {
+            chunks
+        };
         let mut entries = Vec::new();
         for c in chunks {
             entries.extend(c.entries()?);

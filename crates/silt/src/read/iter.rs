@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::overlay::{Overlay, OverlayIter, ScanLog, ScanRange, OVERLAY_SEQNO};
 use super::Bounds;
+use crate::clock::ReadTime;
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIter};
 use crate::key::{self, Kind, Seqno};
@@ -24,6 +25,8 @@ pub(crate) struct Source {
     pub(crate) missing: Option<Error>,
     pub(crate) overlay: Option<Arc<Overlay>>,
     pub(crate) scans: Option<ScanLog>,
+    /// The instant expiring entries are judged at (read at the first one met).
+    pub(crate) now: Arc<ReadTime>,
 }
 
 impl Source {
@@ -33,6 +36,7 @@ impl Source {
         sv: Arc<SuperVersion>,
         cf: u32,
         snapshot: Seqno,
+        now: Arc<ReadTime>,
         missing: impl FnOnce() -> Error,
     ) -> Source {
         let missing = (!sv.version.cfs.contains_key(&cf)).then(missing);
@@ -43,6 +47,7 @@ impl Source {
             missing,
             overlay: None,
             scans: None,
+            now,
         }
     }
 
@@ -73,6 +78,7 @@ impl Source {
             m: merged(&self.sv, self.cf, self.overlay.as_ref())?,
             snapshot: self.snapshot,
             version: self.sv.version.clone(),
+            now: self.now.clone(),
             key: Vec::new(),
             value: Vec::new(),
             skip: Vec::new(),
@@ -141,6 +147,8 @@ pub(crate) struct Walker {
     snapshot: Seqno,
     /// Resolves `Blob` entries' pointers to their values.
     version: Arc<crate::version::Version>,
+    /// The instant expiring entries are judged at, shared by both ends of an iterator.
+    now: Arc<ReadTime>,
     /// The pair the walk stands on, after `forward` or `backward` returned true.
     key: Vec<u8>,
     value: Vec<u8>,
@@ -234,18 +242,25 @@ impl Walker {
                 return Ok(false);
             }
             if p.kind.is_value() {
-                self.key.clear();
-                self.key.extend_from_slice(p.user_key);
-                if p.kind == Kind::Blob {
-                    let pointer = self.m.value().to_vec();
-                    self.value = self.version.resolve(p.kind, &self.key, pointer)?;
-                } else {
-                    self.value.clear();
-                    self.value.extend_from_slice(self.m.value());
+                let live = match key::Expiry::of(p.kind, self.m.value(), || self.now.now()) {
+                    Some(key::Expiry::Live(v)) => Some(v),
+                    Some(key::Expiry::Expired) => None,
+                    None => return Err(short_expiry()),
+                };
+                if let Some(v) = live {
+                    self.key.clear();
+                    self.key.extend_from_slice(p.user_key);
+                    if p.kind.is_blob() {
+                        self.value = self.version.read_blob(&self.key, v)?;
+                    } else {
+                        self.value.clear();
+                        self.value.extend_from_slice(v);
+                    }
+                    return Ok(true);
                 }
-                return Ok(true);
             }
-            // A tombstone: its key's older entries are passed over.
+            // A tombstone, or a value that has expired: its key's older entries are passed
+            // over.
             self.skip.clear();
             self.skip.extend_from_slice(p.user_key);
             passing = 2;
@@ -285,16 +300,25 @@ impl Walker {
             self.error()?;
             if let Some(kind) = best.filter(|k| k.is_value()) {
                 if b.below_hi(&self.key) {
-                    if kind == Kind::Blob {
-                        let pointer = std::mem::take(&mut self.value);
-                        self.value = self.version.resolve(kind, &self.key, pointer)?;
+                    let stored = std::mem::take(&mut self.value);
+                    if let Some(v) = self.version.resolve(kind, &self.key, stored, &self.now)? {
+                        self.value = v;
+                        return Ok(true);
                     }
-                    return Ok(true);
+                    // Expired: the key reads as deleted.
                 }
             }
         }
         self.error()?;
         Ok(false)
+    }
+}
+
+fn short_expiry() -> Error {
+    Error::Corruption {
+        file: "<merged read>".into(),
+        offset: 0,
+        reason: "an expiring entry's value is too short to hold its expiry".into(),
     }
 }
 

@@ -170,8 +170,12 @@ impl TableBuilder {
         if parsed.kind.is_tombstone() {
             p.tombstones += 1;
         }
-        if parsed.kind == Kind::Blob {
-            let ptr = BlobPointer::decode(value).ok_or_else(|| Error::Corruption {
+        if parsed.kind.is_blob() {
+            let ptr = match parsed.kind {
+                Kind::BlobTtl => value.get(crate::key::EXPIRY_BYTES..).unwrap_or_default(),
+                _ => value,
+            };
+            let ptr = BlobPointer::decode(ptr).ok_or_else(|| Error::Corruption {
                 file: self.path.clone(),
                 offset: 0,
                 reason: "a blob entry's value is not a blob pointer".into(),

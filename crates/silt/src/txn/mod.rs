@@ -477,7 +477,8 @@ impl Txn {
     fn source(&self, cf: u32, bounds: &Bounds) -> Source {
         let (sv, seqno) = self.view();
         let inner = self.inner().clone();
-        let src = Source::new(sv, cf, seqno, move || inner.cf_not_found(cf));
+        let now = Arc::new(crate::clock::ReadTime::new(inner.opts.clock.clone()));
+        let src = Source::new(sv, cf, seqno, now, move || inner.cf_not_found(cf));
         if let Err(e) = self.check_active() {
             return src.failing(e);
         }

@@ -112,17 +112,30 @@ impl Version {
         h.read(ptr, user_key)
     }
 
-    /// The value of an entry that gives its key a value: `value` itself for a `Put`, the
-    /// blob file's value for a `Blob`.
+    /// The value an entry of a value kind gives its key as of `now_ms`: `value` itself for
+    /// a `Put`, the blob file's value for a `Blob`, the same without the expiry for the
+    /// expiring kinds; `None` if it has expired by `now` (the key reads as deleted).
     pub(crate) fn resolve(
         &self,
         kind: key::Kind,
         user_key: &[u8],
-        value: Vec<u8>,
-    ) -> Result<Vec<u8>> {
-        match kind {
-            key::Kind::Blob => self.read_blob(user_key, &value),
-            _ => Ok(value),
+        mut value: Vec<u8>,
+        now: &crate::clock::ReadTime,
+    ) -> Result<Option<Vec<u8>>> {
+        match key::Expiry::of(kind, &value, || now.now()) {
+            None => Err(crate::error::Error::Corruption {
+                file: "<expiring entry>".into(),
+                offset: 0,
+                reason: "an expiring entry's value is too short to hold its expiry".into(),
+            }),
+            Some(key::Expiry::Expired) => Ok(None),
+            Some(key::Expiry::Live(v)) if kind.is_blob() => self.read_blob(user_key, v).map(Some),
+            Some(key::Expiry::Live(_)) => {
+                if kind.expires() {
+                    value.drain(..key::EXPIRY_BYTES);
+                }
+                Ok(Some(value))
+            }
         }
     }
 }

@@ -64,18 +64,25 @@ impl SuperVersion {
 
     /// The value of `lk`'s key in column family `cf` (of this super-version's version) as
     /// of `lk`'s seqno: the memtables newest first, then the tables ([`CfVersion::get`]). The
-    /// first entry found decides; `None` if it is a tombstone or there is none.
-    pub(crate) fn get(&self, cf: &CfVersion, lk: &LookupKey) -> Result<Option<Vec<u8>>> {
+    /// first entry found decides; `None` if it is a tombstone, has expired by `now`, or
+    /// there is none.
+    pub(crate) fn get(
+        &self,
+        cf: &CfVersion,
+        lk: &LookupKey,
+        now: &crate::clock::ReadTime,
+    ) -> Result<Option<Vec<u8>>> {
         for m in &self.mems {
             if let Some((kind, _, v)) = m.get(lk) {
-                // The memtable holds no `Blob` entry: separation happens at flush.
-                return Ok(kind.is_value().then_some(v));
+                // The memtable holds no blob entry: separation happens at flush.
+                if !kind.is_value() {
+                    return Ok(None);
+                }
+                return self.version.resolve(kind, lk.user_key(), v, now);
             }
         }
         match cf.get(lk)? {
-            Some((kind, v)) if kind.is_value() => {
-                Ok(Some(self.version.resolve(kind, lk.user_key(), v)?))
-            }
+            Some((kind, v)) if kind.is_value() => self.version.resolve(kind, lk.user_key(), v, now),
             _ => Ok(None),
         }
     }

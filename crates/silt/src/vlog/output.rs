@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{BlobFiles, BlobWriter};
 use crate::error::{Error, Result};
-use crate::key::{self, Kind};
+use crate::key::{self, Kind, EXPIRY_BYTES};
 use crate::sstable::TableBuilder;
 use crate::table_meta::{BlobMeta, BlobPointer, TableMeta};
 
@@ -52,28 +52,39 @@ impl Output {
 
     /// Adds an entry (internal key order, as [`TableBuilder::add`]).
     pub(crate) fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
-        let kind = key::parse(ikey).map(|p| p.kind);
-        match kind {
-            Some(Kind::Put) if self.sep.threshold.is_some_and(|t| value.len() >= t) => {
-                let user_key = key::user_key(ikey);
-                let ptr = self.blob_writer()?.add(user_key, value)?;
-                // The same entry, kind `Blob`: only the trailer's kind byte changes.
-                let p = key::parse(ikey).expect("parsed above");
+        let Some(p) = key::parse(ikey) else {
+            return self.table.add(ikey, value); // the builder reports it
+        };
+        // An expiring kind keeps its expiry in front of the value or pointer.
+        let expiry_len = if p.kind.expires() { EXPIRY_BYTES } else { 0 };
+        let Some(body) = value.get(expiry_len..) else {
+            return Err(self.corrupt("an expiring entry's value is too short for its expiry"));
+        };
+        match p.kind {
+            Kind::Put | Kind::PutTtl if self.sep.threshold.is_some_and(|t| body.len() >= t) => {
+                let ptr = self.blob_writer()?.add(p.user_key, body)?;
+                // The same entry, kind `Blob` (`BlobTtl`): only the trailer's kind byte
+                // changes, and the value becomes the (expiry and the) pointer.
+                let kind = if p.kind == Kind::Put {
+                    Kind::Blob
+                } else {
+                    Kind::BlobTtl
+                };
                 self.key.clear();
-                self.key.extend_from_slice(user_key);
+                self.key.extend_from_slice(p.user_key);
                 self.key
-                    .extend_from_slice(&key::trailer(p.seqno, Kind::Blob as u8));
+                    .extend_from_slice(&key::trailer(p.seqno, kind as u8));
+                let mut v = Vec::with_capacity(expiry_len + crate::table_meta::BLOB_POINTER_BYTES);
+                v.extend_from_slice(&value[..expiry_len]);
+                v.extend_from_slice(&ptr.encode());
                 let k = std::mem::take(&mut self.key);
-                let r = self.table.add(&k, &ptr.encode());
+                let r = self.table.add(&k, &v);
                 self.key = k;
                 r
             }
-            Some(Kind::Blob) if !self.sep.relocate.is_empty() => {
-                let ptr = BlobPointer::decode(value).ok_or_else(|| Error::Corruption {
-                    file: self.table.path().to_path_buf(),
-                    offset: 0,
-                    reason: "a blob entry's value is not a blob pointer".into(),
-                })?;
+            Kind::Blob | Kind::BlobTtl if !self.sep.relocate.is_empty() => {
+                let ptr = BlobPointer::decode(body)
+                    .ok_or_else(|| self.corrupt("a blob entry's value is not a blob pointer"))?;
                 let Some(meta) = self.sep.relocate.get(&ptr.id) else {
                     return self.table.add(ikey, value);
                 };
@@ -82,12 +93,22 @@ impl Output {
                     .files
                     .clone()
                     .expect("relocation needs the blob files");
-                let user_key = key::user_key(ikey);
-                let v = files.read(meta, ptr, user_key)?;
-                let new = self.blob_writer()?.add(user_key, &v)?;
-                self.table.add(ikey, &new.encode())
+                let v = files.read(meta, ptr, p.user_key)?;
+                let new = self.blob_writer()?.add(p.user_key, &v)?;
+                let mut nv = Vec::with_capacity(expiry_len + crate::table_meta::BLOB_POINTER_BYTES);
+                nv.extend_from_slice(&value[..expiry_len]);
+                nv.extend_from_slice(&new.encode());
+                self.table.add(ikey, &nv)
             }
             _ => self.table.add(ikey, value),
+        }
+    }
+
+    fn corrupt(&self, reason: &str) -> Error {
+        Error::Corruption {
+            file: self.table.path().to_path_buf(),
+            offset: 0,
+            reason: reason.into(),
         }
     }
 
