@@ -194,7 +194,7 @@ pub struct CellResult {
     pub p50_us: u64,
     /// 99th percentile, µs.
     pub p99_us: u64,
-    /// Entries the leader applied over the cell.
+    /// Entries appended over the cell (every node applied them before it ended).
     pub entries: u64,
     /// Per node (leader first): Raft-log `fdatasync`s over the cell, if the store counts them.
     pub fsyncs: Option<Vec<u64>>,
@@ -415,11 +415,8 @@ where
     }
     let elapsed = t.elapsed().as_secs_f64();
 
-    let end_index = leader
-        .metrics()
-        .borrow()
-        .last_applied
-        .map_or(0, |l| l.index);
+    // The leader's last entry (its last_applied may lag its answers by an update).
+    let end_index = leader.metrics().borrow().last_log_index.unwrap_or(0);
     for r in &rafts {
         wait_for(r, wait, "every node to apply the last entry", |m| {
             m.last_applied.map_or(0, |l| l.index) >= end_index

@@ -169,7 +169,7 @@ fn print_tables(cells: &[&CellResult], clients: &[usize]) {
     }
     println!();
     println!(
-        "| clients | store | writes | errors | entries (leader applied) | writes / entry | log fsyncs / entry (leader; followers) |"
+        "| clients | store | writes | errors | entries | writes / entry | log fsyncs / entry (leader; followers) |"
     );
     println!("|---|---|---|---|---|---|---|");
     for &c in clients {
