@@ -26,6 +26,11 @@ source scripts/rocksdb-lib.sh
 stage "format and lints"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
+# openraft's example store in the replication benchmark's harness: a workspace of its own
+# (openraft-memstore 0.9 does not build with the `storage-v2` feature silt-raft needs).
+cargo fmt --manifest-path crates/silt-raft-compare/memstore/Cargo.toml --check
+cargo clippy --manifest-path crates/silt-raft-compare/memstore/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}" \
+  --all-targets -- -D warnings
 
 stage "loom model of the fill ring and the sync stream"
 # Its own target dir: --cfg loom rebuilds every dependency.
@@ -34,6 +39,7 @@ RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 
 stage "tests (unit, property, concurrency, power loss, kill -9, fuzz corpus)"
 cargo test --workspace --all-features
+cargo test --manifest-path crates/silt-raft-compare/memstore/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}"
 
 stage "Python package: wheel (maturin), pytest in a virtual environment"
 bash scripts/py-test.sh
