@@ -55,11 +55,19 @@ pub fn get(ctx: &Ctx, key: &str) -> Result<ExitCode, String> {
     }
 }
 
-pub fn put(ctx: &Ctx, key: &str, value: &str) -> Result<ExitCode, String> {
+pub fn put(ctx: &Ctx, key: &str, value: &str, ttl: Option<u64>) -> Result<ExitCode, String> {
     let db = ctx.open_writable()?;
     let cf = ctx.cf(&db)?;
     let mut b = WriteBatch::new();
-    b.put_cf(&cf, &ctx.parse(key)?, &ctx.parse(value)?);
+    match ttl {
+        Some(s) => b.put_cf_with_ttl(
+            &cf,
+            &ctx.parse(key)?,
+            &ctx.parse(value)?,
+            std::time::Duration::from_secs(s),
+        ),
+        None => b.put_cf(&cf, &ctx.parse(key)?, &ctx.parse(value)?),
+    };
     db.write(b, WriteOptions::durable()).map_err(err)?;
     db.close().map_err(err)?;
     Ok(ExitCode::SUCCESS)

@@ -99,7 +99,13 @@ enum Command {
     /// Print the value of KEY (exit 1 if absent).
     Get { key: String },
     /// Set KEY to VALUE (durably).
-    Put { key: String, value: String },
+    Put {
+        key: String,
+        value: String,
+        /// Expire the value this many seconds from now (it then reads as deleted).
+        #[arg(long, value_name = "SECONDS")]
+        ttl: Option<u64>,
+    },
     /// Delete KEY (durably).
     Delete { key: String },
     /// List keys and values in key order.
@@ -361,7 +367,7 @@ fn main() -> ExitCode {
 fn run(ctx: &Ctx, cmd: Command) -> Result<ExitCode, String> {
     match cmd {
         Command::Get { key } => data::get(ctx, &key),
-        Command::Put { key, value } => data::put(ctx, &key, &value),
+        Command::Put { key, value, ttl } => data::put(ctx, &key, &value, ttl),
         Command::Delete { key } => data::delete(ctx, &key),
         Command::Scan {
             range,

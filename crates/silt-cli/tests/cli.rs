@@ -501,3 +501,28 @@ fn a_held_database_refuses_writes_and_serves_reads() {
     silt(&db).arg("verify").assert().success();
     drop(holder);
 }
+
+#[test]
+fn put_with_a_ttl_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    silt(&db)
+        .args(["--create-if-missing", "put", "--ttl", "3600", "long", "1"])
+        .assert()
+        .success();
+    silt(&db)
+        .args(["put", "--ttl", "0", "gone", "2"])
+        .assert()
+        .success();
+    silt(&db)
+        .args(["get", "long"])
+        .assert()
+        .success()
+        .stdout("1\n");
+    // A time to live of 0 s: expired at once, so absent.
+    silt(&db).args(["get", "gone"]).assert().code(1);
+    silt(&db)
+        .args(["put", "--ttl", "soon", "k", "v"])
+        .assert()
+        .code(2);
+}

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! payload = count: u32 LE, then `count` entries
-//! entry   = kind: u8 | cf: u32 LE | key_len: u32 LE | key | (Put, PutTtl) value_len: u32 LE | value
+//! entry   = kind: u8 | cf: u32 LE | key_len: u32 LE | key | (Put, PutTtl, Merge) value_len: u32 LE | value
 //! part    = 0xFFFF_FFF0: u32 | txn: u64 | index: u32 | payload
 //! commit  = 0xFFFF_FFF1: u32 | txn: u64 | parts: u32 | payload
 //! ```
@@ -44,6 +44,9 @@ pub struct WriteBatch {
     /// where the log wants an expiry time: the engine stamps the batch before it logs it
     /// ([`WriteBatch::stamped`]).
     relative_ttl: bool,
+    /// Whether the batch holds a merge operand (the engine checks its family has a merge
+    /// operator, and folds operands onto earlier writes of their key in the batch).
+    merges: bool,
 }
 
 /// One decoded batch entry.
@@ -62,6 +65,7 @@ impl WriteBatch {
             buf: vec![0; 4],
             count: 0,
             relative_ttl: false,
+            merges: false,
         }
     }
 
@@ -88,6 +92,25 @@ impl WriteBatch {
     /// [`WriteBatch::put`] in column family `cf`.
     pub fn put_cf(&mut self, cf: &ColumnFamily, key: &[u8], value: &[u8]) -> &mut Self {
         self.push(Kind::Put, cf.id, key, Some(value))
+    }
+
+    /// Merges `operand` into `key` in the default column family: reads fold it onto the
+    /// key's value with the family's merge operator ([`crate::DbBuilder::merge_operator`]).
+    /// Writing it to a family without one fails the whole batch with `InvalidArgument`.
+    pub fn merge(&mut self, key: &[u8], operand: &[u8]) -> &mut Self {
+        self.merges = true;
+        self.push(Kind::Merge, 0, key, Some(operand))
+    }
+
+    /// [`WriteBatch::merge`] in column family `cf`.
+    pub fn merge_cf(&mut self, cf: &ColumnFamily, key: &[u8], operand: &[u8]) -> &mut Self {
+        self.merges = true;
+        self.push(Kind::Merge, cf.id, key, Some(operand))
+    }
+
+    /// Whether the batch holds a merge operand.
+    pub(crate) fn has_merges(&self) -> bool {
+        self.merges
     }
 
     /// Writes `value` under `key` in the default column family for `ttl`: from the write's
@@ -162,7 +185,7 @@ impl WriteBatch {
                     out.push(Kind::PutTtl, e.cf, e.key, Some(&v));
                 }
                 None => {
-                    let value = e.kind.is_value().then_some(e.value);
+                    let value = e.kind.carries_value().then_some(e.value);
                     out.push(e.kind, e.cf, e.key, value);
                 }
             }
@@ -202,6 +225,7 @@ impl WriteBatch {
         self.buf.resize(4, 0);
         self.count = 0;
         self.relative_ttl = false;
+        self.merges = false;
     }
 
     pub(crate) fn push(
@@ -214,6 +238,7 @@ impl WriteBatch {
         if self.buf.len() < 4 {
             self.buf.resize(4, 0);
         }
+        self.merges |= kind == Kind::Merge;
         self.buf.push(kind as u8);
         self.buf.extend_from_slice(&cf.to_le_bytes());
         // Oversized keys and values are kept (lengths saturate) and rejected by `validate`
@@ -311,7 +336,7 @@ pub(crate) fn split(entries: &[BatchEntry<'_>], chunk_bytes: usize) -> Vec<Write
             out.push(std::mem::take(&mut b));
             b = WriteBatch::new();
         }
-        let value = e.kind.is_value().then_some(e.value);
+        let value = e.kind.carries_value().then_some(e.value);
         b.push(e.kind, e.cf, e.key, value);
     }
     if !b.is_empty() || out.is_empty() {
@@ -380,7 +405,7 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Vec<BatchEntry<'_>>, BadBatch> {
         let cf = take_u32(&mut p)?;
         let klen = take_u32(&mut p)? as usize;
         let key = take(&mut p, klen)?;
-        let value = if kind.is_value() {
+        let value = if kind.carries_value() {
             let vlen = take_u32(&mut p)? as usize;
             take(&mut p, vlen)?
         } else {

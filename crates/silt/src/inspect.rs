@@ -22,7 +22,7 @@ use crate::sstable::{BlockCache, Table, TableIter};
 use crate::table_meta::{table_file_name, BlobPointer};
 
 /// An entry's kind as a word: `put`, `delete`, `single_delete`, `blob`, `put_ttl`,
-/// `blob_ttl`.
+/// `blob_ttl`, `merge`.
 pub fn kind_name(k: Kind) -> &'static str {
     match k {
         Kind::Put => "put",
@@ -31,6 +31,7 @@ pub fn kind_name(k: Kind) -> &'static str {
         Kind::Blob => "blob",
         Kind::PutTtl => "put_ttl",
         Kind::BlobTtl => "blob_ttl",
+        Kind::Merge => "merge",
     }
 }
 

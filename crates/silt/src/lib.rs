@@ -44,6 +44,7 @@ mod lock_table;
 mod lost;
 mod manifest;
 mod memtable;
+mod merge_op;
 mod options;
 mod read;
 mod sstable;
@@ -67,6 +68,7 @@ pub use db::{
 pub use error::{ConflictKind, Error, Result};
 pub use filter::{CompactionFilter, FilterDecision};
 pub use key::{Kind, MAX_KEY_BYTES};
+pub use merge_op::{Append, Counter, MergeOperator};
 pub use options::{DbBuilder, SyncMode, WriteOptions};
 pub use read::{Cursor, Entry, EntryRef, Iter, Read};
 /// The file layer every file of a database goes through; [`DbBuilder::file_system`] takes

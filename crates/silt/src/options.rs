@@ -10,6 +10,7 @@ pub use silt_wal::SyncMode;
 
 use crate::clock::{Clock, SystemClock};
 use crate::filter::CompactionFilter;
+use crate::merge_op::MergeOperator;
 use crate::sstable::Compression;
 
 /// How a database is opened. Create it with [`Db::builder`](crate::Db::builder); open
@@ -60,6 +61,8 @@ pub struct DbBuilder {
     pub(crate) cf_ttl: BTreeMap<String, Option<Duration>>,
     pub(crate) compaction_filter: Option<Arc<dyn CompactionFilter>>,
     pub(crate) cf_compaction_filter: BTreeMap<String, Option<Arc<dyn CompactionFilter>>>,
+    pub(crate) merge_operator: Option<Arc<dyn MergeOperator>>,
+    pub(crate) cf_merge_operator: BTreeMap<String, Option<Arc<dyn MergeOperator>>>,
 }
 
 impl DbBuilder {
@@ -95,6 +98,33 @@ impl DbBuilder {
             cf_ttl: BTreeMap::new(),
             compaction_filter: None,
             cf_compaction_filter: BTreeMap::new(),
+            merge_operator: None,
+            cf_merge_operator: BTreeMap::new(),
+        }
+    }
+
+    /// The merge operator of every column family without its own
+    /// ([`DbBuilder::cf_merge_operator`]): what [`crate::WriteBatch::merge`] operands are
+    /// folded with (see [`MergeOperator`]; [`crate::Counter`] and [`crate::Append`] are
+    /// built in). Default none: merges are refused. Not stored: pass the same operator at
+    /// every open; a family holding operands refuses reads of them without one.
+    pub fn merge_operator(mut self, op: Arc<dyn MergeOperator>) -> Self {
+        self.merge_operator = Some(op);
+        self
+    }
+
+    /// The merge operator of the column family named `cf` only (`None`: merges refused
+    /// there, whatever the default).
+    pub fn cf_merge_operator(mut self, cf: &str, op: Option<Arc<dyn MergeOperator>>) -> Self {
+        self.cf_merge_operator.insert(cf.to_string(), op);
+        self
+    }
+
+    /// The merge operator of the column family named `cf`.
+    pub(crate) fn merge_operator_for(&self, cf: &str) -> Option<Arc<dyn MergeOperator>> {
+        match self.cf_merge_operator.get(cf) {
+            Some(f) => f.clone(),
+            None => self.merge_operator.clone(),
         }
     }
 

@@ -15,11 +15,15 @@ use common::debug_entries;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use silt::{
-    Clock, ColumnFamily, Compression, Db, ManualClock, Snapshot, SyncMode, WriteBatch, WriteOptions,
+    Append, Clock, ColumnFamily, Compression, Db, ManualClock, Snapshot, SyncMode, WriteBatch,
+    WriteOptions,
 };
 use silt_vfs::{CrashMode, SimFs};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// What the model's merge operator (`Append`) puts between a value and an operand.
+const MERGE_SEP: &[u8] = b"+";
 
 /// Where the model's clock starts (ms since the epoch).
 const T0: u64 = 1_700_000_000_000;
@@ -84,6 +88,9 @@ fn open(fs: &Arc<SimFs>, sync: SyncMode, compression: Compression, clock: &Arc<M
         // Values of 24 bytes and more go to blob files: about half the small values and
         // every large one, so tables mix inline values and pointers.
         .blob_threshold_bytes(Some(24))
+        .merge_operator(Arc::new(Append {
+            separator: MERGE_SEP.to_vec(),
+        }))
         .open()
         .expect("open")
 }
@@ -229,7 +236,35 @@ impl World {
                 *self.puts.entry((name.clone(), k.clone())).or_default() += 1;
                 self.model.get_mut(&name).unwrap().insert(k, v);
             }
-            35..=42 => {
+            39..=42 => {
+                // A merge operand, folded by `Append`: the model folds it the same way. Not
+                // onto a value with a time to live (a read folds onto it while it lives and
+                // onto nothing after, which this model's values cannot say). On a few keys,
+                // so that runs of operands meet in compactions.
+                let k = format!("k{:04}", rng.random_range(0..8u32)).into_bytes();
+                let cur = self.model[&name].get(&k).cloned();
+                if cur.as_deref().is_some_and(|v| ttl_expiry(v).is_some()) {
+                    return;
+                }
+                let operand: Vec<u8> = (0..rng.random_range(0..12)).map(|_| rng.random()).collect();
+                if let Err(e) = self.db.merge_cf(&cf, &k, &operand) {
+                    panic!("step {step}: merge: {e} ({:?})", self.db.background_error());
+                }
+                self.log
+                    .push(format!("{step} merge {name} {k:?} len {}", operand.len()));
+                // Single delete is undefined over operands.
+                self.puts.insert((name.clone(), k.clone()), 2);
+                let new = match cur {
+                    None => operand,
+                    Some(mut v) => {
+                        v.extend_from_slice(MERGE_SEP);
+                        v.extend_from_slice(&operand);
+                        v
+                    }
+                };
+                self.model.get_mut(&name).unwrap().insert(k, new);
+            }
+            35..=38 => {
                 let k = key(rng);
                 self.db.delete_cf(&cf, &k).expect("delete");
                 *self.puts.entry((name.clone(), k.clone())).or_default() += 2;

@@ -50,8 +50,17 @@ fn beside_a_writer_it_changes_no_file_and_reads_what_was_written() {
     }
     db.delete(&key(5)).unwrap();
     // The writer holds the database (its lock) and is idle: nothing changes the files
-    // but the reader, if it wrote anything.
-    let before = listing(dir.path());
+    // but the reader, if it wrote anything. Idle means its listing has settled: the log
+    // prepares its next segment in the background, later on a loaded machine.
+    let mut before = listing(dir.path());
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let now = listing(dir.path());
+        if now == before {
+            break;
+        }
+        before = now;
+    }
     let ro = reader(dir.path());
     assert!(ro.recovery_report().records_replayed > 0);
     assert_eq!(ro.iter().count(), 3199);

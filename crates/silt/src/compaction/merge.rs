@@ -7,7 +7,11 @@ use crate::error::{Error, Result};
 use crate::filter::{CompactionFilter, FilterDecision};
 use crate::iter::InternalIterator;
 use crate::key::{self, Kind, Seqno, EXPIRY_BYTES};
+use crate::merge_op::{self, MergeOperator};
 use crate::vlog::{Finished, Output};
+
+/// Reads the value a blob pointer points at: `(user key, pointer) -> value`.
+pub(crate) type ReadBlob<'a> = dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>> + Sync + 'a;
 
 /// What a compaction does to entries besides dropping the versions nobody can see
 /// ([`keep_versions`]): expired values become deletes, and the family's compaction filter
@@ -21,8 +25,10 @@ pub(crate) struct EntryPolicy<'a> {
     /// The level the outputs go to (the filter is told).
     pub(crate) level: usize,
     /// The value a blob entry's pointer (the bytes after any expiry) points at, for the
-    /// filter: `(user key, pointer)`.
-    pub(crate) read_blob: &'a (dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>> + Sync),
+    /// filter and for folding operands onto a separated value: `(user key, pointer)`.
+    pub(crate) read_blob: &'a ReadBlob<'a>,
+    /// The column family's merge operator, if it has one ([`collapse_merges`]).
+    pub(crate) merge: Option<&'a dyn MergeOperator>,
 }
 
 impl EntryPolicy<'_> {
@@ -34,6 +40,7 @@ impl EntryPolicy<'_> {
             filter: None,
             level: 0,
             read_blob: &|_, _| Err(Error::invalid("no blob files here")),
+            merge: None,
         }
     }
 }
@@ -128,6 +135,126 @@ fn stripe(snapshots: &[Seqno], seqno: Seqno) -> usize {
     snapshots.partition_point(|s| *s <= seqno)
 }
 
+/// Folds merge operands early, in place, after [`apply_policy`] and before
+/// [`keep_versions`]; returns the indexes of operands folded into another entry (to drop).
+/// Per stripe (snapshots see each stripe's newest entry, so operands never fold across
+/// one), a run of operands at the top of the stripe is folded:
+///
+/// - onto the value or tombstone right below it in the stripe: the run's newest entry
+///   becomes a put of the folded value at its seqno, which shadows the rest of the stripe;
+/// - onto nothing, if the run ends the key's entries and the output is the bottom (no
+///   older data of the key anywhere): a put as above;
+/// - otherwise into one operand at the run's newest seqno (associativity), the others
+///   dropped; so is a run above an expiring value, which is never folded into (a read
+///   folds onto it while it lives and onto nothing after, and a put could not do both).
+///
+/// An operator error leaves the run as it is (a read reports it). Without an operator,
+/// nothing is folded.
+pub(crate) fn collapse_merges(
+    group: &mut [(Vec<u8>, Vec<u8>)],
+    snapshots: &[Seqno],
+    bottommost: bool,
+    policy: &EntryPolicy<'_>,
+) -> Result<Vec<usize>> {
+    let mut consumed = Vec::new();
+    let Some(op) = policy.merge else {
+        return Ok(consumed);
+    };
+    let mut i = 0;
+    while i < group.len() {
+        let Some(p) = key::parse(&group[i].0) else {
+            i += 1;
+            continue;
+        };
+        let s = stripe(snapshots, p.seqno);
+        if p.kind != Kind::Merge {
+            // Past the rest of this stripe: only its newest entry starts a run.
+            i += 1;
+            while i < group.len()
+                && key::parse(&group[i].0).is_some_and(|q| stripe(snapshots, q.seqno) == s)
+            {
+                i += 1;
+            }
+            continue;
+        }
+        // The run: operands of this stripe, newest first (a duplicate seqno counts once).
+        let top = i;
+        let mut run = vec![i];
+        let mut last = p.seqno;
+        let mut j = i + 1;
+        let mut below: Option<usize> = None;
+        while j < group.len() {
+            let Some(q) = key::parse(&group[j].0) else {
+                break;
+            };
+            if stripe(snapshots, q.seqno) != s {
+                break;
+            }
+            if q.seqno != last {
+                last = q.seqno;
+                if q.kind == Kind::Merge {
+                    run.push(j);
+                } else {
+                    below = Some(j);
+                    break;
+                }
+            }
+            j += 1;
+        }
+        let ends_key = below.is_none() && j == group.len();
+        let user_key = key::user_key(&group[top].0).to_vec();
+        let operands: Vec<Vec<u8>> = run.iter().rev().map(|&k| group[k].1.clone()).collect();
+        let refs: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+        // What the run folds onto, if it may fold into a put: Some(base).
+        let onto: Option<Option<Vec<u8>>> = match below {
+            Some(b) => {
+                let q = key::parse(&group[b].0).expect("parsed above");
+                if q.kind.expires() {
+                    None
+                } else if q.kind.is_blob() {
+                    Some(Some((policy.read_blob)(&user_key, &group[b].1)?))
+                } else if q.kind.is_value() {
+                    Some(Some(group[b].1.clone()))
+                } else {
+                    Some(None) // a tombstone
+                }
+            }
+            // Nothing older anywhere: a snapshot that cannot see the run sees no value.
+            None if ends_key && bottommost => Some(None),
+            None => None,
+        };
+        let seqno = p.seqno;
+        match onto {
+            Some(base) => {
+                if let Ok(v) = merge_op::fold(op, &user_key, base.as_deref(), &refs) {
+                    let (k, val) = &mut group[top];
+                    let n = k.len() - key::TRAILER_BYTES;
+                    k.truncate(n);
+                    k.extend_from_slice(&key::trailer(seqno, Kind::Put as u8));
+                    *val = v;
+                    // The rest of the stripe is shadowed by the put (keep_versions).
+                }
+            }
+            None if run.len() > 1 => {
+                let (first, rest) = refs.split_first().expect("a run has an operand");
+                if let Ok(v) = merge_op::fold(op, &user_key, Some(first), rest) {
+                    group[top].1 = v;
+                    consumed.extend_from_slice(&run[1..]);
+                }
+            }
+            None => {}
+        }
+        // On to the next stripe.
+        i = j;
+        while i < group.len()
+            && key::parse(&group[i].0).is_some_and(|q| stripe(snapshots, q.seqno) == s)
+        {
+            i += 1;
+        }
+    }
+    Ok(consumed)
+}
+
 /// Decides which entries of one user key (newest first) survive.
 pub(crate) fn keep_versions(
     group: &[(Vec<u8>, Vec<u8>)],
@@ -150,9 +277,12 @@ pub(crate) fn keep_versions(
         }
         last_seq = Some(p.seqno);
         let s = stripe(snapshots, p.seqno);
-        // Shadowed: a newer entry of this stripe hides this one from every snapshot.
+        // Shadowed: a newer entry of this stripe hides this one from every snapshot. A
+        // merge operand hides nothing: what lies below it is what it folds onto.
         let shadowed = last_stripe == Some(s);
-        last_stripe = Some(s);
+        if p.kind != Kind::Merge {
+            last_stripe = Some(s);
+        }
         if p.kind == Kind::SingleDelete {
             let j = next_distinct(group, i, p.seqno);
             let next = group.get(j).and_then(|(k, _)| key::parse(k));
@@ -182,7 +312,7 @@ pub(crate) fn keep_versions(
             if !gone {
                 keep.push(i);
             }
-        } else if !shadowed && (p.kind.is_value() || !(bottommost && s == 0)) {
+        } else if !shadowed && (p.kind.carries_value() || !(bottommost && s == 0)) {
             keep.push(i);
         }
         i += 1;
@@ -250,7 +380,11 @@ pub(crate) fn merge(
                 }
             }
             apply_policy(&mut group[..len], snapshots, policy)?;
+            let consumed = collapse_merges(&mut group[..len], snapshots, bottommost, policy)?;
             for i in keep_versions(&group[..len], snapshots, bottommost) {
+                if consumed.contains(&i) {
+                    continue;
+                }
                 let b = match &mut builder {
                     Some(b) => b,
                     None => builder.insert(open_output()?),
@@ -350,6 +484,7 @@ mod tests {
             filter: Some(&f),
             level: 6,
             read_blob: &read_blob,
+            merge: None,
         };
         // No snapshot: the newest value changes, an expiring one keeps its expiry.
         let mut g = vec![

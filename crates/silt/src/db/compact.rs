@@ -64,12 +64,14 @@ impl DbInner {
             // Expiry as of now, and the family's filter (which reads separated values
             // through the same pinned version).
             let filter = self.compaction_filter(job.cf);
+            let merge = self.merge_operator(job.cf);
             let read_blob = |user_key: &[u8], ptr: &[u8]| pinned.version.read_blob(user_key, ptr);
             let policy = EntryPolicy {
                 now_ms: self.opts.clock.now_millis(),
                 filter: filter.as_deref(),
                 level: job.output_level,
                 read_blob: &read_blob,
+                merge: merge.as_deref(),
             };
             let policy = &policy;
             let bounds = self.subcompaction_bounds(&tables, read)?;
@@ -316,12 +318,14 @@ impl DbInner {
     }
 
     /// Manual compaction of `bounds` down to the last level (`Db::compact_range`). Under a
-    /// compaction filter or a TTL every table of the range is rewritten, the last level's
-    /// in place, so that they reach all of it.
+    /// compaction filter, a TTL or a merge operator every table of the range is rewritten,
+    /// the last level's in place, so that they reach all of it (and operands are folded).
     pub(super) fn compact_range(&self, cf: u32, bounds: &Bounds) -> Result<()> {
         let lo = bounds.lo_key();
         let hi = bounds.hi_key();
-        let rewrite = self.compaction_filter(cf).is_some() || self.ttl_ms(cf).is_some();
+        let rewrite = self.compaction_filter(cf).is_some()
+            || self.ttl_ms(cf).is_some()
+            || self.merge_operator(cf).is_some();
         let last = if rewrite { LAST + 1 } else { LAST };
         for level in 0..last {
             loop {

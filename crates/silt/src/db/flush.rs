@@ -21,7 +21,10 @@ impl Db {
 
     /// Compacts every table of the default column family overlapping `range` down to the
     /// last level, dropping overwritten values and tombstones no snapshot needs. Flushes
-    /// first, so what was written before the call is compacted too.
+    /// first, so what was written before the call is compacted too. In a family with a
+    /// compaction filter, a TTL or a merge operator, every table of the range is rewritten
+    /// (those of the last level in place), so the filter and expiry reach all of it and
+    /// merge operands are folded.
     ///
     /// # Errors
     ///
@@ -245,6 +248,32 @@ impl DbInner {
             Some(name) => self.opts.compaction_filter_for(name),
             None => self.opts.compaction_filter.clone(),
         }
+    }
+
+    /// The merge operator of column family `cf`, if it has one.
+    pub(crate) fn merge_operator(&self, cf: u32) -> Option<Arc<dyn crate::MergeOperator>> {
+        match self.cf_names.lock().get(&cf) {
+            Some(name) => self.opts.merge_operator_for(name),
+            None => self.opts.merge_operator.clone(),
+        }
+    }
+
+    /// [`DbInner::merge_operator`], without a lock when no family has one (every iterator
+    /// asks).
+    pub(crate) fn merge_operator_if_any(&self, cf: u32) -> Option<Arc<dyn crate::MergeOperator>> {
+        if self.opts.merge_operator.is_none() && self.opts.cf_merge_operator.is_empty() {
+            return None;
+        }
+        self.merge_operator(cf)
+    }
+
+    /// The error of a merge in family `cf`, which has no merge operator.
+    pub(crate) fn no_merge_operator(&self, cf: u32) -> Error {
+        Error::invalid(format!(
+            "column family {} holds or was sent merge operands but has no merge operator \
+             (DbBuilder::merge_operator)",
+            self.cf_name(cf)
+        ))
     }
 
     /// The TTL of column family `cf` in milliseconds, if it has one.

@@ -26,7 +26,8 @@ impl View {
         let sv = self.sv.unwrap_or_else(|| self.inner.super_version());
         let inner = self.inner;
         let now = Arc::new(crate::clock::ReadTime::new(inner.opts.clock.clone()));
-        Source::new(sv, cf, self.seqno, now, || inner.cf_not_found(cf))
+        let merge = inner.merge_operator_if_any(cf);
+        Source::new(sv, cf, self.seqno, now, || inner.cf_not_found(cf)).with_merge(merge)
     }
 
     fn iter(self, cf: u32, bounds: Bounds) -> Iter {
@@ -240,7 +241,66 @@ impl DbInner {
         };
         // The search key, built once for every memtable and table this read visits.
         let now = crate::clock::ReadTime::new(self.opts.clock.clone());
-        sv.get(cfv, &key::LookupKey::new(cf, key, snapshot), &now)
+        match sv.get(cfv, &key::LookupKey::new(cf, key, snapshot), &now)? {
+            crate::version::Lookup::Found(v) => Ok(v),
+            crate::version::Lookup::Merge => self.get_merged(sv, cf, key, snapshot, &now),
+        }
+    }
+
+    /// The value of `key` whose newest visible entry is a merge operand: its visible
+    /// entries newest first, through the merged cursor, collecting operands down to a value
+    /// (its base), a tombstone or the end, then folded oldest first by the family's merge
+    /// operator. A duplicate of an entry (same seqno, from a replayed batch that is also
+    /// in a table) counts once.
+    fn get_merged(
+        &self,
+        sv: &SuperVersion,
+        cf: u32,
+        key: &[u8],
+        snapshot: Seqno,
+        now: &crate::clock::ReadTime,
+    ) -> Result<Option<Vec<u8>>> {
+        let op = self
+            .merge_operator(cf)
+            .ok_or_else(|| self.no_merge_operator(cf))?;
+        let mut m = crate::read::merged(sv, cf, None)?;
+        m.seek(&key::seek_key(key, snapshot));
+        let mut operands: Vec<Vec<u8>> = Vec::new();
+        let mut base = None;
+        let mut last = None;
+        while m.valid() {
+            let p = crate::read::parse(m.key())?;
+            if p.user_key != key {
+                break;
+            }
+            if last == Some(p.seqno) {
+                m.next();
+                continue;
+            }
+            last = Some(p.seqno);
+            if p.kind == key::Kind::Merge {
+                operands.push(m.value().to_vec());
+                m.next();
+                continue;
+            }
+            if p.kind.is_value() {
+                base = sv.version.resolve(p.kind, key, m.value().to_vec(), now)?;
+            }
+            break;
+        }
+        if let Some(e) = m.take_error() {
+            return Err(e);
+        }
+        operands.reverse();
+        let refs: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+        crate::merge_op::fold(op.as_ref(), key, base.as_deref(), &refs)
+            .map(Some)
+            .map_err(|e| {
+                Error::invalid(format!(
+                    "the merge operator of column family {}: {e}",
+                    self.cf_name(cf)
+                ))
+            })
     }
 
     /// Live snapshots, ascending.

@@ -3,6 +3,7 @@
 //! memtable rotation.
 
 use super::*;
+use crate::key::Kind;
 
 impl Db {
     // ---------------------------------------------------------------- writes
@@ -50,6 +51,29 @@ impl Db {
     pub fn put_cf(&self, cf: &ColumnFamily, key: &[u8], value: &[u8]) -> Result<()> {
         let mut b = WriteBatch::new();
         b.put_cf(cf, key, value);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// Merges `operand` into `key` in the default column family (see
+    /// [`WriteBatch::merge`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::put`], and `InvalidArgument` if the family has no merge operator.
+    pub fn merge(&self, key: &[u8], operand: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.merge(key, operand);
+        self.write(b, WriteOptions::default())
+    }
+
+    /// [`Db::merge`] in column family `cf`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Db::merge`], and `ColumnFamilyNotFound`.
+    pub fn merge_cf(&self, cf: &ColumnFamily, key: &[u8], operand: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.merge_cf(cf, key, operand);
         self.write(b, WriteOptions::default())
     }
 
@@ -106,6 +130,82 @@ impl DbInner {
         batch.stamped(self.opts.clock.now_millis(), &ttl, any)
     }
 
+    /// For a batch with merge operands: checks that each one's family has a merge operator,
+    /// and folds an operand onto an earlier write of its key in the same batch (they share
+    /// the batch's seqno, and only one entry per key and seqno survives: M2 in
+    /// `docs/design.md`, "Merge operators"). `None` if nothing needed folding.
+    fn fold_batch_merges(&self, batch: &WriteBatch) -> Result<Option<WriteBatch>> {
+        if !batch.has_merges() {
+            return Ok(None);
+        }
+        let entries = batch.entries()?;
+        let mut ops: HashMap<u32, Arc<dyn crate::MergeOperator>> = HashMap::new();
+        let mut seen = HashSet::with_capacity(entries.len());
+        let mut fold = false;
+        for e in &entries {
+            if e.kind == Kind::Merge && !ops.contains_key(&e.cf) {
+                let op = self
+                    .merge_operator(e.cf)
+                    .ok_or_else(|| self.no_merge_operator(e.cf))?;
+                ops.insert(e.cf, op);
+            }
+            if !seen.insert((e.cf, e.key)) && e.kind == Kind::Merge {
+                fold = true;
+            }
+        }
+        if !fold {
+            return Ok(None);
+        }
+        let bad = |cf: u32, e: String| {
+            Error::invalid(format!(
+                "the merge operator of column family {}: {e}",
+                self.cf_name(cf)
+            ))
+        };
+        // One entry per key, in first-write order: (kind, cf, key, value).
+        let mut out: Vec<(Kind, u32, &[u8], Vec<u8>)> = Vec::with_capacity(entries.len());
+        let mut at: HashMap<(u32, &[u8]), usize> = HashMap::with_capacity(entries.len());
+        for e in &entries {
+            let Some(&i) = at.get(&(e.cf, e.key)) else {
+                at.insert((e.cf, e.key), out.len());
+                out.push((e.kind, e.cf, e.key, e.value.to_vec()));
+                continue;
+            };
+            if e.kind != Kind::Merge {
+                out[i] = (e.kind, e.cf, e.key, e.value.to_vec()); // a later write wins
+                continue;
+            }
+            let op = &ops[&e.cf];
+            let prev = &mut out[i];
+            match prev.0 {
+                // Onto a value (an expiring one keeps its expiry), or onto an earlier operand
+                // (associative: the two operands become one).
+                Kind::Put | Kind::Merge | Kind::PutTtl => {
+                    let skip = if prev.0 == Kind::PutTtl {
+                        key::EXPIRY_BYTES
+                    } else {
+                        0
+                    };
+                    let merged = op
+                        .merge(e.key, Some(&prev.3[skip..]), e.value)
+                        .map_err(|m| bad(e.cf, m))?;
+                    prev.3.truncate(skip);
+                    prev.3.extend_from_slice(&merged);
+                }
+                // Onto a delete: the key's value is the operand folded onto nothing.
+                _ => {
+                    let merged = op.merge(e.key, None, e.value).map_err(|m| bad(e.cf, m))?;
+                    *prev = (Kind::Put, e.cf, e.key, merged);
+                }
+            }
+        }
+        let mut b = WriteBatch::new();
+        for (kind, cf, k, v) in &out {
+            b.push(*kind, *cf, k, kind.carries_value().then_some(v.as_slice()));
+        }
+        Ok(Some(b))
+    }
+
     pub(super) fn write(&self, batch: &WriteBatch, opts: WriteOptions) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
@@ -113,6 +213,8 @@ impl DbInner {
         // Expiry times are fixed before the log sees the batch, so replay gives the same.
         let stamped = self.stamp(batch)?;
         let batch = stamped.as_ref().unwrap_or(batch);
+        let folded = self.fold_batch_merges(batch)?;
+        let batch = folded.as_ref().unwrap_or(batch);
         // Decoded once: checked here, applied below.
         let entries = batch.entries()?;
         self.check_writable()?;

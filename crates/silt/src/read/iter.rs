@@ -11,6 +11,7 @@ use crate::clock::ReadTime;
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIter};
 use crate::key::{self, Kind, Seqno};
+use crate::merge_op::MergeOperator;
 use crate::sstable::TableIter;
 use crate::version::{LevelIter, SuperVersion};
 
@@ -27,6 +28,8 @@ pub(crate) struct Source {
     pub(crate) scans: Option<ScanLog>,
     /// The instant expiring entries are judged at (read at the first one met).
     pub(crate) now: Arc<ReadTime>,
+    /// The family's merge operator, if it has one.
+    pub(crate) merge: Option<Arc<dyn MergeOperator>>,
 }
 
 impl Source {
@@ -48,7 +51,14 @@ impl Source {
             overlay: None,
             scans: None,
             now,
+            merge: None,
         }
+    }
+
+    /// This source folding merge operands with `op`.
+    pub(crate) fn with_merge(mut self, op: Option<Arc<dyn MergeOperator>>) -> Source {
+        self.merge = op;
+        self
     }
 
     /// This source with a transaction's own writes merged in, and its covered ranges
@@ -79,6 +89,9 @@ impl Source {
             snapshot: self.snapshot,
             version: self.sv.version.clone(),
             now: self.now.clone(),
+            cf: self.cf,
+            merge: self.merge.clone(),
+            operands: Vec::new(),
             key: Vec::new(),
             value: Vec::new(),
             skip: Vec::new(),
@@ -149,6 +162,11 @@ pub(crate) struct Walker {
     version: Arc<crate::version::Version>,
     /// The instant expiring entries are judged at, shared by both ends of an iterator.
     now: Arc<ReadTime>,
+    /// The column family, its merge operator, and the operands of the key being folded
+    /// (reused).
+    cf: u32,
+    merge: Option<Arc<dyn MergeOperator>>,
+    operands: Vec<Vec<u8>>,
     /// The pair the walk stands on, after `forward` or `backward` returned true.
     key: Vec<u8>,
     value: Vec<u8>,
@@ -241,6 +259,12 @@ impl Walker {
             if !b.below_hi(p.user_key) {
                 return Ok(false);
             }
+            if p.kind == Kind::Merge {
+                self.key.clear();
+                self.key.extend_from_slice(p.user_key);
+                self.fold_forward()?;
+                return Ok(true);
+            }
             if p.kind.is_value() {
                 let live = match key::Expiry::of(p.kind, self.m.value(), || self.now.now()) {
                     Some(key::Expiry::Live(v)) => Some(v),
@@ -270,6 +294,74 @@ impl Walker {
         Ok(false)
     }
 
+    /// The cursor stands on the newest visible entry of `self.key`, a merge operand:
+    /// collects it and the visible entries below it down to a value, a tombstone or the
+    /// key's end (a duplicate seqno counts once), and folds them into `self.value`. Leaves
+    /// the cursor inside or after the key's entries.
+    fn fold_forward(&mut self) -> Result<()> {
+        let mut n = 0;
+        let mut base: Option<Vec<u8>> = None;
+        let mut last = None;
+        while self.m.valid() {
+            let p = parse(self.m.key())?;
+            if p.user_key != self.key.as_slice() {
+                break;
+            }
+            let (kind, seqno) = (p.kind, p.seqno);
+            if !visible(seqno, self.snapshot) || last == Some(seqno) {
+                self.m.next();
+                continue;
+            }
+            last = Some(seqno);
+            if kind == Kind::Merge {
+                if n == self.operands.len() {
+                    self.operands.push(Vec::new());
+                }
+                self.operands[n].clear();
+                self.operands[n].extend_from_slice(self.m.value());
+                n += 1;
+                self.m.next();
+                continue;
+            }
+            if kind.is_value() {
+                let stored = self.m.value().to_vec();
+                base = self.version.resolve(kind, &self.key, stored, &self.now)?;
+            }
+            break;
+        }
+        self.error()?;
+        self.operands[..n].reverse();
+        self.fold(n, base.as_deref())
+    }
+
+    /// Folds the first `n` collected operands (oldest first) onto `base` into `self.value`.
+    fn fold(&mut self, n: usize, base: Option<&[u8]>) -> Result<()> {
+        let Some(op) = self.merge.as_ref() else {
+            return Err(Error::invalid(format!(
+                "column family {} holds merge operands but has no merge operator \
+                 (DbBuilder::merge_operator)",
+                self.family_name()
+            )));
+        };
+        let refs: Vec<&[u8]> = self.operands[..n].iter().map(Vec::as_slice).collect();
+        self.value = crate::merge_op::fold(op.as_ref(), &self.key, base, &refs).map_err(|e| {
+            Error::invalid(format!(
+                "the merge operator of column family {}: {e}",
+                self.family_name()
+            ))
+        })?;
+        Ok(())
+    }
+
+    fn family_name(&self) -> String {
+        self.version
+            .cfs
+            .values()
+            .find(|c| c.id == self.cf)
+            .map(|c| c.name.clone())
+            .unwrap_or_else(|| "(dropped)".into())
+    }
+
     /// From the merged cursor's position (on the last entry of some user key), moves
     /// backward to the previous visible pair within `b`. Leaves the cursor on the entry
     /// before that key. Returns whether it found one (then `key`/`value`).
@@ -283,21 +375,50 @@ impl Walker {
             if !b.above_lo(&self.key) {
                 return Ok(false);
             }
-            // Entries of the key come oldest first going backwards: the last visible wins.
+            // Entries of the key come oldest first going backwards: the last visible
+            // value or tombstone wins, with the merge operands visible above it (`n`,
+            // oldest first) folded onto it.
             let mut best: Option<Kind> = None;
+            let mut n = 0;
+            let mut last = None;
             while self.m.valid() {
                 let p = parse(self.m.key())?;
                 if p.user_key != self.key.as_slice() {
                     break;
                 }
-                if visible(p.seqno, self.snapshot) {
-                    best = Some(p.kind);
-                    self.value.clear();
-                    self.value.extend_from_slice(self.m.value());
+                if visible(p.seqno, self.snapshot) && last != Some(p.seqno) {
+                    last = Some(p.seqno);
+                    if p.kind == Kind::Merge {
+                        if n == self.operands.len() {
+                            self.operands.push(Vec::new());
+                        }
+                        self.operands[n].clear();
+                        self.operands[n].extend_from_slice(self.m.value());
+                        n += 1;
+                    } else {
+                        best = Some(p.kind);
+                        n = 0;
+                        self.value.clear();
+                        self.value.extend_from_slice(self.m.value());
+                    }
                 }
                 self.m.prev();
             }
             self.error()?;
+            if n > 0 {
+                if !b.below_hi(&self.key) {
+                    continue;
+                }
+                let base = match best.filter(|k| k.is_value()) {
+                    Some(kind) => {
+                        let stored = std::mem::take(&mut self.value);
+                        self.version.resolve(kind, &self.key, stored, &self.now)?
+                    }
+                    None => None,
+                };
+                self.fold(n, base.as_deref())?;
+                return Ok(true);
+            }
             if let Some(kind) = best.filter(|k| k.is_value()) {
                 if b.below_hi(&self.key) {
                     let stored = std::mem::take(&mut self.value);

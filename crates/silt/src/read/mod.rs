@@ -26,7 +26,7 @@ mod overlay;
 
 pub use cursor::{Cursor, Entry, EntryRef};
 pub use iter::Iter;
-pub(crate) use iter::Source;
+pub(crate) use iter::{merged, parse, Source};
 pub(crate) use overlay::{Overlay, ScanLog, ScanRange};
 
 /// A key range with owned bounds.

@@ -478,7 +478,8 @@ impl Txn {
         let (sv, seqno) = self.view();
         let inner = self.inner().clone();
         let now = Arc::new(crate::clock::ReadTime::new(inner.opts.clock.clone()));
-        let src = Source::new(sv, cf, seqno, now, move || inner.cf_not_found(cf));
+        let merge = inner.merge_operator_if_any(cf);
+        let src = Source::new(sv, cf, seqno, now, move || inner.cf_not_found(cf)).with_merge(merge);
         if let Err(e) = self.check_active() {
             return src.failing(e);
         }

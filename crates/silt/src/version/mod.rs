@@ -29,7 +29,7 @@ mod table_cache;
 
 pub(crate) use blob_handle::BlobHandle;
 pub(crate) use level_iter::LevelIter;
-pub(crate) use super_version::SuperVersion;
+pub(crate) use super_version::{Lookup, SuperVersion};
 pub(crate) use table_cache::{TableCache, TableHandle};
 
 /// The tables of one column family.

@@ -64,26 +64,53 @@ impl SuperVersion {
 
     /// The value of `lk`'s key in column family `cf` (of this super-version's version) as
     /// of `lk`'s seqno: the memtables newest first, then the tables ([`CfVersion::get`]). The
-    /// first entry found decides; `None` if it is a tombstone, has expired by `now`, or
-    /// there is none.
+    /// first entry found decides: `Found(None)` if it is a tombstone, has expired by `now`,
+    /// or there is none; `Merge` if it is a merge operand (the caller folds the key's
+    /// operands, `DbInner::get_merged`).
     pub(crate) fn get(
         &self,
         cf: &CfVersion,
         lk: &LookupKey,
         now: &crate::clock::ReadTime,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Lookup> {
         for m in &self.mems {
             if let Some((kind, _, v)) = m.get(lk) {
                 // The memtable holds no blob entry: separation happens at flush.
-                if !kind.is_value() {
-                    return Ok(None);
-                }
-                return self.version.resolve(kind, lk.user_key(), v, now);
+                return self.found(kind, lk, v, now);
             }
         }
         match cf.get(lk)? {
-            Some((kind, v)) if kind.is_value() => self.version.resolve(kind, lk.user_key(), v, now),
-            _ => Ok(None),
+            Some((kind, v)) => self.found(kind, lk, v, now),
+            None => Ok(Lookup::Found(None)),
         }
     }
+
+    fn found(
+        &self,
+        kind: crate::key::Kind,
+        lk: &LookupKey,
+        v: Vec<u8>,
+        now: &crate::clock::ReadTime,
+    ) -> Result<Lookup> {
+        if kind == crate::key::Kind::Merge {
+            return Ok(Lookup::Merge);
+        }
+        if !kind.is_value() {
+            return Ok(Lookup::Found(None));
+        }
+        Ok(Lookup::Found(self.version.resolve(
+            kind,
+            lk.user_key(),
+            v,
+            now,
+        )?))
+    }
+}
+
+/// What a point read's search found ([`SuperVersion::get`]).
+pub(crate) enum Lookup {
+    /// The key's value, or `None`.
+    Found(Option<Vec<u8>>),
+    /// The newest visible entry is a merge operand: fold the key's operands.
+    Merge,
 }

@@ -92,7 +92,8 @@ pub fn listing(
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).unwrap() {
             let e = e.unwrap();
-            let md = e.metadata().unwrap();
+            // A file renamed or removed while the listing runs is not in it.
+            let Ok(md) = e.metadata() else { continue };
             if md.is_dir() {
                 stack.push(e.path());
                 continue;
@@ -102,7 +103,11 @@ pub fn listing(
             let data = if e.file_name() == "LOCK" {
                 Vec::new()
             } else {
-                std::fs::read(e.path()).unwrap()
+                match std::fs::read(e.path()) {
+                    Ok(d) => d,
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(err) => panic!("read {}: {err}", e.path().display()),
+                }
             };
             let hash = data.chunks(8).fold(md.len(), |h, c| {
                 mix64(h ^ c.iter().fold(0u64, |a, &b| a << 8 | b as u64))
