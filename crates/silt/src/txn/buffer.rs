@@ -3,10 +3,14 @@
 //! count of the memory it holds.
 //!
 //! Invariants:
-//! 1. `bytes` is the sum of [`entry_bytes`] over the entries: what the limit
-//!    (`TxnOptions::max_bytes`) is checked against.
+//! 1. `bytes` is the sum of [`entry_bytes`] over the entries, and `undo_bytes` the same
+//!    over the undo log's records: their sum is what the limit (`TxnOptions::max_bytes`)
+//!    is checked against.
 //! 2. Undoing the undo log back to a savepoint's length restores exactly the entries the
 //!    buffer had when the savepoint was taken.
+//! 3. The undo log records writes only while a savepoint is open, and is empty when none
+//!    is: without savepoints a transaction holds one copy of its writes, however often it
+//!    overwrites a key.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -53,9 +57,18 @@ type BufKey = (u32, Vec<u8>);
 #[derive(Debug, Default)]
 pub(crate) struct WriteBuffer {
     entries: BTreeMap<(u32, Vec<u8>), Op>,
-    /// For each write, what the key held before it (`None`: not in the buffer).
+    /// For each write while a savepoint is open, what the key held before it (`None`: not
+    /// in the buffer).
     undo: Vec<(BufKey, Option<Op>)>,
     bytes: u64,
+    undo_bytes: u64,
+    /// Savepoints open (invariant 3).
+    open: usize,
+}
+
+/// What one undo record costs: the key again, the replaced write, and the record's share.
+fn undo_bytes(key: &[u8], prev: Option<&Op>) -> u64 {
+    (key.len() + prev.map_or(0, |p| p.value().len()) + 64) as u64
 }
 
 impl WriteBuffer {
@@ -66,13 +79,16 @@ impl WriteBuffer {
         self.entries.get(&(cf, key.to_vec()))
     }
 
-    /// What the buffer would hold after writing `op` to `key`.
+    /// What the buffer would hold (entries and undo log) after writing `op` to `key`.
     pub(crate) fn bytes_after(&self, cf: u32, key: &[u8], op: &Op) -> u64 {
-        let old = self
-            .entries
-            .get(&(cf, key.to_vec()))
-            .map_or(0, |o| entry_bytes(key, o));
-        self.bytes - old + entry_bytes(key, op)
+        let prev = self.entries.get(&(cf, key.to_vec()));
+        let old = prev.map_or(0, |o| entry_bytes(key, o));
+        let undo = if self.open > 0 {
+            undo_bytes(key, prev)
+        } else {
+            0
+        };
+        self.bytes + self.undo_bytes - old + entry_bytes(key, op) + undo
     }
 
     /// Buffers `op` for `key`, replacing an earlier write of it.
@@ -82,18 +98,33 @@ impl WriteBuffer {
         if let Some(p) = &prev {
             self.bytes -= entry_bytes(key, p);
         }
-        self.undo.push(((cf, key.to_vec()), prev));
+        if self.open > 0 {
+            self.undo_bytes += undo_bytes(key, prev.as_ref());
+            self.undo.push(((cf, key.to_vec()), prev));
+        }
     }
 
-    /// The undo log's length: a savepoint.
-    pub(crate) fn mark(&self) -> usize {
+    /// Opens a savepoint: returns its mark (the undo log's length).
+    pub(crate) fn mark(&mut self) -> usize {
+        self.open += 1;
         self.undo.len()
     }
 
-    /// Undoes every write after `mark` (invariant 2).
+    /// Closes the newest savepoint without undoing anything; with none left open, the undo
+    /// log goes (invariant 3).
+    pub(crate) fn release(&mut self) {
+        self.open = self.open.saturating_sub(1);
+        if self.open == 0 {
+            self.undo = Vec::new();
+            self.undo_bytes = 0;
+        }
+    }
+
+    /// Undoes every write after `mark` (invariant 2) and closes the savepoint it marked.
     pub(crate) fn undo_to(&mut self, mark: usize) {
         while self.undo.len() > mark {
             let (k, prev) = self.undo.pop().expect("longer than mark");
+            self.undo_bytes -= undo_bytes(&k.1, prev.as_ref());
             if let Some(now) = self.entries.get(&k) {
                 self.bytes -= entry_bytes(&k.1, now);
             }
@@ -107,6 +138,7 @@ impl WriteBuffer {
                 }
             }
         }
+        self.release();
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -117,8 +149,9 @@ impl WriteBuffer {
         self.entries.len()
     }
 
+    /// The memory counted against the limit: the entries and the undo log.
     pub(crate) fn bytes(&self) -> u64 {
-        self.bytes
+        self.bytes + self.undo_bytes
     }
 
     /// Every buffered `(cf, key)`, in order.
@@ -209,10 +242,14 @@ mod tests {
                 };
                 let after = b.bytes_after(*cf, &[*k], &op);
                 b.write(*cf, &[*k], op);
-                prop_assert_eq!(after, b.bytes);
+                prop_assert_eq!(after, b.bytes());
             }
             let sum: u64 = b.entries.iter().map(|((_, k), o)| entry_bytes(k, o)).sum();
             prop_assert_eq!(sum, b.bytes);
+            let undo: u64 = b.undo.iter().map(|((_, k), p)| undo_bytes(k, p.as_ref())).sum();
+            prop_assert_eq!(undo, b.undo_bytes);
+            // Invariant 3: records only after the savepoint.
+            prop_assert_eq!(b.undo.len(), ops.len().saturating_sub(mark_at));
             let batches = b.batches(chunk);
             let mut seen = Vec::new();
             for batch in &batches {
@@ -226,7 +263,28 @@ mod tests {
                 b.undo_to(m);
                 prop_assert_eq!(&b.entries, &entries);
                 prop_assert_eq!(b.bytes, bytes);
+                prop_assert!(b.undo.is_empty() && b.undo_bytes == 0);
             }
         }
+    }
+
+    #[test]
+    fn without_a_savepoint_overwrites_hold_one_copy() {
+        let mut b = WriteBuffer::default();
+        for i in 0..10_000u32 {
+            b.write(0, b"hot", Op::Put(i.to_le_bytes().repeat(100)));
+        }
+        assert_eq!(b.bytes(), entry_bytes(b"hot", &Op::Put(vec![0; 400])));
+        assert!(b.undo.is_empty());
+        // With one open, each overwrite keeps the value it replaced, and counts it.
+        let m = b.mark();
+        for i in 0..100u32 {
+            b.write(0, b"hot", Op::Put(i.to_le_bytes().repeat(100)));
+        }
+        assert_eq!(b.undo.len(), 100);
+        assert!(b.bytes() > 100 * 400);
+        b.undo_to(m);
+        assert!(b.undo.is_empty());
+        assert_eq!(b.bytes(), entry_bytes(b"hot", &Op::Put(vec![0; 400])));
     }
 }

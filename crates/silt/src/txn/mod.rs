@@ -674,7 +674,7 @@ impl Txn {
         self.check_active()?;
         self.savepoints
             .pop()
-            .map(|_| ())
+            .map(|_| self.buf.release())
             .ok_or_else(|| Error::invalid("no savepoint to pop"))
     }
 
