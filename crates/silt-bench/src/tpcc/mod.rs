@@ -41,9 +41,6 @@ pub enum TxError {
 
 pub type TxResult<T> = Result<T, TxError>;
 
-pub fn fatal<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> TxError {
-    move |e| TxError::Fatal(format!("{what}: {e}"))
-}
 
 /// One engine's TPC-C: its load and its five transactions, each one whole transaction
 /// (commit included); shared by every terminal thread.
