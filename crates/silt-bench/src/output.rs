@@ -597,7 +597,7 @@ mod tests {
             row.starts_with("silt,fillseq,ok,\"a, \"\"quoted\"\" note\",1,"),
             "{row}"
         );
-        assert!(row.ends_with(",\"{\"\"a\"\":1}\",,,,,,,,"), "{row}");
+        assert!(row.ends_with(",\"{\"\"a\"\":1}\",,,,,,,,,,,,,"), "{row}");
         assert!(engine_table(&[r]).contains("fillseq"));
     }
 }
