@@ -690,6 +690,13 @@ impl<S: KvStore> TpccDb for KvTpcc<S> {
                 continue; // no undelivered order in this district
             };
             let ok = key(&[x.w_id, d, o_id]);
+            // Claim it: an engine whose scans read committed data without protecting the
+            // range (RocksDB) may have let a concurrent Delivery take it since the scan.
+            if t.get_for_update(Table::NewOrder, &ok)?.is_none() {
+                return Err(TxError::Retry(
+                    "delivery: the oldest new-order was delivered concurrently".into(),
+                ));
+            }
             t.delete(Table::NewOrder, &ok)?;
             let mut o: Order = row(t.get_for_update(Table::Order, &ok)?, "order")?;
             o.carrier_id = x.carrier_id;
