@@ -163,3 +163,9 @@ fn an_engine_without_tpcc_fails_its_cell() {
     assert_eq!(line["status"], "failed");
     assert!(line["error"].as_str().unwrap().contains("tpcc engines"), "{line}");
 }
+
+#[cfg(feature = "fjall")]
+#[test]
+fn fjall_optimistic() {
+    tpcc_on("fjall");
+}

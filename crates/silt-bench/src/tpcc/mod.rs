@@ -18,10 +18,14 @@
 //!
 //! How each engine maps the tables (key encodings, isolation) and the consistency checks:
 //! `docs/bench.md`, "tpcc". Modules: [`gen`] (the data and the inputs), [`kv`] (the
-//! transactions on a transactional key-value store, and its adapters), `sql` (SQLite).
+//! transactions on a transactional key-value store, and silt's adapter), `fj` (fjall's
+//! optimistic transactions on [`kv`]), `rocks`
+//! (RocksDB's two transaction databases on [`kv`]), `sql` (SQLite, in SQL).
 
 pub mod gen;
 pub mod kv;
+#[cfg(feature = "fjall")]
+pub mod fj;
 #[cfg(feature = "sqlite")]
 pub mod sql;
 
@@ -171,6 +175,7 @@ pub const ENGINES: &[(&str, &str)] = &[
     ("sqlite", "SQLite, SQL tables and indexes, BEGIN IMMEDIATE"),
     ("rocksdb", "RocksDB TransactionDB (pessimistic)"),
     ("rocksdb-occ", "RocksDB OptimisticTransactionDB"),
+    ("fjall", "fjall OptimisticTxDatabase"),
 ];
 
 /// Opens engine `name` for `tpcc` in `cfg.dir`.
@@ -188,6 +193,10 @@ pub fn open(name: &str, cfg: &crate::engine::EngineConfig) -> Result<Box<dyn Tpc
         "silt-pess-si" => silt(I::Snapshot, C::Pessimistic),
         #[cfg(feature = "sqlite")]
         "sqlite" => Ok(Box::new(sql::SqliteTpcc::open(cfg)?)),
+        #[cfg(feature = "fjall")]
+        "fjall" => Ok(Box::new(kv::KvTpcc {
+            store: fj::FjallStore::open(cfg)?,
+        })),
         other => Err(format!(
             "tpcc has no adapter for engine {other:?} (tpcc engines: {})",
             ENGINES
