@@ -169,3 +169,9 @@ fn an_engine_without_tpcc_fails_its_cell() {
 fn fjall_optimistic() {
     tpcc_on("fjall");
 }
+
+#[cfg(feature = "redb")]
+#[test]
+fn redb_serial_writers() {
+    tpcc_on("redb");
+}

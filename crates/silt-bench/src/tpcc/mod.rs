@@ -19,13 +19,15 @@
 //! How each engine maps the tables (key encodings, isolation) and the consistency checks:
 //! `docs/bench.md`, "tpcc". Modules: [`gen`] (the data and the inputs), [`kv`] (the
 //! transactions on a transactional key-value store, and silt's adapter), `fj` (fjall's
-//! optimistic transactions on [`kv`]), `rocks`
+//! optimistic transactions on [`kv`]), `rd` (redb on [`kv`]), `rocks`
 //! (RocksDB's two transaction databases on [`kv`]), `sql` (SQLite, in SQL).
 
 pub mod gen;
 pub mod kv;
 #[cfg(feature = "fjall")]
 pub mod fj;
+#[cfg(feature = "redb")]
+pub mod rd;
 #[cfg(feature = "sqlite")]
 pub mod sql;
 
@@ -176,6 +178,7 @@ pub const ENGINES: &[(&str, &str)] = &[
     ("rocksdb", "RocksDB TransactionDB (pessimistic)"),
     ("rocksdb-occ", "RocksDB OptimisticTransactionDB"),
     ("fjall", "fjall OptimisticTxDatabase"),
+    ("redb", "redb, one write transaction at a time"),
 ];
 
 /// Opens engine `name` for `tpcc` in `cfg.dir`.
@@ -196,6 +199,10 @@ pub fn open(name: &str, cfg: &crate::engine::EngineConfig) -> Result<Box<dyn Tpc
         #[cfg(feature = "fjall")]
         "fjall" => Ok(Box::new(kv::KvTpcc {
             store: fj::FjallStore::open(cfg)?,
+        })),
+        #[cfg(feature = "redb")]
+        "redb" => Ok(Box::new(kv::KvTpcc {
+            store: rd::RedbStore::open(cfg)?,
         })),
         other => Err(format!(
             "tpcc has no adapter for engine {other:?} (tpcc engines: {})",
