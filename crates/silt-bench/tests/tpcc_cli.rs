@@ -49,7 +49,14 @@ fn check(engine: &str, v: &Value) {
     assert!(num(v, "nopm") <= num(v, "tpmc"), "{v}");
     let abort = num(v, "abort_rate");
     assert!((0.0..1.0).contains(&abort), "{v}");
-    for f in ["p50_us", "p95_us", "p99_us", "cpu_user_s", "peak_rss_bytes", "db_bytes"] {
+    for f in [
+        "p50_us",
+        "p95_us",
+        "p99_us",
+        "cpu_user_s",
+        "peak_rss_bytes",
+        "db_bytes",
+    ] {
         assert!(num(v, f) >= 0.0, "{f}: {v}");
     }
     let types = &v["tpcc"]["transactions"];
@@ -150,18 +157,32 @@ fn an_engine_without_tpcc_fails_its_cell() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_silt-bench"))
         .args(["run", "--workloads", "tpcc", "--engines", "silt-inline"])
-        .args(["--tpcc-scale", "0.01", "--duration", "0.2", "--format", "json"])
+        .args([
+            "--tpcc-scale",
+            "0.01",
+            "--duration",
+            "0.2",
+            "--format",
+            "json",
+        ])
         .arg("--dir")
         .arg(dir.path())
         .output()
         .unwrap();
     assert!(!out.status.success());
     let line: Value = serde_json::from_str(
-        String::from_utf8(out.stdout).unwrap().lines().next().unwrap(),
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
     )
     .unwrap();
     assert_eq!(line["status"], "failed");
-    assert!(line["error"].as_str().unwrap().contains("tpcc engines"), "{line}");
+    assert!(
+        line["error"].as_str().unwrap().contains("tpcc engines"),
+        "{line}"
+    );
 }
 
 #[cfg(feature = "fjall")]

@@ -60,10 +60,10 @@ pub(super) fn validate(a: &RunArgs) -> Result<(), String> {
     if a.warehouses == 0 || a.warehouses > 10_000 {
         return Err("--warehouses must be in 1..=10000".into());
     }
-    if !(a.duration > 0.0) {
+    if a.duration.is_nan() || a.duration <= 0.0 {
         return Err("--duration must be positive".into());
     }
-    if !(a.tpcc_scale > 0.0 && a.tpcc_scale <= 1.0) {
+    if a.tpcc_scale.is_nan() || a.tpcc_scale <= 0.0 || a.tpcc_scale > 1.0 {
         return Err("--tpcc-scale must be in (0, 1]".into());
     }
     if a.read_percent > 100 {

@@ -173,7 +173,10 @@ pub(super) fn cell(spec: &CellSpec) -> Result<EngineResult, String> {
         pb.finish_and_clear();
         let parts: Vec<Result<TermPart, String>> = handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("a terminal panicked".into())))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a terminal panicked".into()))
+            })
             .collect();
         let cpu1 = sysstat::cpu();
         (io0, disk0, cpu0, parts, cpu1)

@@ -95,7 +95,9 @@ impl KvTxn for FjallTxn<'_> {
                 x.insert(&self.ks[t.index()], k, v);
                 Ok(())
             }
-            Tx::Read(_) => Err(TxError::Fatal("fjall: a write in a read transaction".into())),
+            Tx::Read(_) => Err(TxError::Fatal(
+                "fjall: a write in a read transaction".into(),
+            )),
         }
     }
     fn delete(&mut self, t: Table, k: &[u8]) -> TxResult<()> {
@@ -104,7 +106,9 @@ impl KvTxn for FjallTxn<'_> {
                 x.remove(&self.ks[t.index()], k);
                 Ok(())
             }
-            Tx::Read(_) => Err(TxError::Fatal("fjall: a write in a read transaction".into())),
+            Tx::Read(_) => Err(TxError::Fatal(
+                "fjall: a write in a read transaction".into(),
+            )),
         }
     }
     fn scan(

@@ -509,9 +509,14 @@ fn customer_id<T: KvTxn>(t: &mut T, w: u32, d: u32, sel: &CustomerSel) -> TxResu
             let lo = name_prefix(w, d, last);
             let hi = prefix_end(&lo);
             let mut ids = Vec::new();
-            t.scan(Table::CustomerName, &lo, &hi, usize::MAX, false, &mut |k, _| {
-                ids.push(u32::from_be_bytes(k[k.len() - 4..].try_into().expect("4")))
-            })?;
+            t.scan(
+                Table::CustomerName,
+                &lo,
+                &hi,
+                usize::MAX,
+                false,
+                &mut |k, _| ids.push(u32::from_be_bytes(k[k.len() - 4..].try_into().expect("4"))),
+            )?;
             if ids.is_empty() {
                 return Err(missing("a customer with that last name"));
             }
@@ -664,9 +669,14 @@ impl<S: KvStore> TpccDb for KvTpcc<S> {
             let o: Order = row(t.get(Table::Order, &ok)?, "order")?;
             let hi = prefix_end(&ok);
             let mut lines = 0;
-            t.scan(Table::OrderLine, &ok, &hi, usize::MAX, false, &mut |_, v| {
-                lines += usize::from(OrderLine::dec(v).is_ok())
-            })?;
+            t.scan(
+                Table::OrderLine,
+                &ok,
+                &hi,
+                usize::MAX,
+                false,
+                &mut |_, v| lines += usize::from(OrderLine::dec(v).is_ok()),
+            )?;
             if lines != o.ol_cnt as usize {
                 return Err(TxError::Fatal(format!(
                     "order-status: order {o_id} has {lines} lines, O_OL_CNT {}",
@@ -728,18 +738,22 @@ impl<S: KvStore> TpccDb for KvTpcc<S> {
 
     fn stock_level(&self, x: &StockLevelIn) -> TxResult<u32> {
         let mut t = self.store.begin(true)?;
-        let d: District = row(
-            t.get(Table::District, &key(&[x.w_id, x.d_id]))?,
-            "district",
-        )?;
+        let d: District = row(t.get(Table::District, &key(&[x.w_id, x.d_id]))?, "district")?;
         let lo = key(&[x.w_id, x.d_id, d.next_o_id.saturating_sub(20)]);
         let hi = key(&[x.w_id, x.d_id, d.next_o_id]);
         let mut items = Vec::new();
-        t.scan(Table::OrderLine, &lo, &hi, usize::MAX, false, &mut |_, v| {
-            if let Ok(l) = OrderLine::dec(v) {
-                items.push(l.i_id)
-            }
-        })?;
+        t.scan(
+            Table::OrderLine,
+            &lo,
+            &hi,
+            usize::MAX,
+            false,
+            &mut |_, v| {
+                if let Ok(l) = OrderLine::dec(v) {
+                    items.push(l.i_id)
+                }
+            },
+        )?;
         items.sort_unstable();
         items.dedup();
         let mut low = 0;
@@ -756,20 +770,28 @@ impl<S: KvStore> TpccDb for KvTpcc<S> {
         let mut t = self.store.begin(true).map_err(e)?;
         let mut ytd = std::collections::BTreeMap::<u32, (i64, i64)>::new();
         let mut bad = None;
-        all(&mut t, Table::Warehouse, &mut |_, v| match Warehouse::dec(v) {
-            Ok(w) => ytd.entry(w.w_id).or_default().0 = w.ytd,
-            Err(x) => bad = Some(x),
-        })
+        all(
+            &mut t,
+            Table::Warehouse,
+            &mut |_, v| match Warehouse::dec(v) {
+                Ok(w) => ytd.entry(w.w_id).or_default().0 = w.ytd,
+                Err(x) => bad = Some(x),
+            },
+        )
         .map_err(e)?;
         let mut ds = std::collections::BTreeMap::<(u32, u32), DistrictTotals>::new();
-        all(&mut t, Table::District, &mut |_, v| match District::dec(v) {
-            Ok(d) => {
-                ytd.entry(d.w_id).or_default().1 += d.ytd;
-                let x = ds.entry((d.w_id, d.d_id)).or_default();
-                (x.w, x.d, x.next_o_id) = (d.w_id, d.d_id, d.next_o_id);
-            }
-            Err(x) => bad = Some(x),
-        })
+        all(
+            &mut t,
+            Table::District,
+            &mut |_, v| match District::dec(v) {
+                Ok(d) => {
+                    ytd.entry(d.w_id).or_default().1 += d.ytd;
+                    let x = ds.entry((d.w_id, d.d_id)).or_default();
+                    (x.w, x.d, x.next_o_id) = (d.w_id, d.d_id, d.next_o_id);
+                }
+                Err(x) => bad = Some(x),
+            },
+        )
         .map_err(e)?;
         all(&mut t, Table::Order, &mut |_, v| match Order::dec(v) {
             Ok(o) => {
@@ -792,7 +814,9 @@ impl<S: KvStore> TpccDb for KvTpcc<S> {
         })
         .map_err(e)?;
         all(&mut t, Table::OrderLine, &mut |k, _| {
-            ds.entry((u32_at(k, 0), u32_at(k, 1))).or_default().order_lines += 1;
+            ds.entry((u32_at(k, 0), u32_at(k, 1)))
+                .or_default()
+                .order_lines += 1;
         })
         .map_err(e)?;
         drop(t);
@@ -938,10 +962,7 @@ impl KvStore for SiltStore {
     }
 
     fn mode(&self) -> String {
-        format!(
-            "silt {:?} {:?}",
-            self.opts.concurrency, self.opts.isolation
-        )
+        format!("silt {:?} {:?}", self.opts.concurrency, self.opts.isolation)
     }
 
     /// A flush, then until compaction is quiet (`SiltEngine::wait_idle` waits for level 0
@@ -952,10 +973,7 @@ impl KvStore for SiltStore {
         self.engine.flush()?;
         crate::engine::settle(std::time::Duration::from_secs(120), &|| {
             let s = self.engine.db.stats();
-            (
-                s.compactions + s.flushes + s.compaction_write_bytes,
-                false,
-            )
+            (s.compactions + s.flushes + s.compaction_write_bytes, false)
         });
         Ok(())
     }

@@ -22,10 +22,10 @@
 //! optimistic transactions on [`kv`]), `rd` (redb on [`kv`]), `rocks`
 //! (RocksDB's two transaction databases on [`kv`]), `sql` (SQLite, in SQL).
 
-pub mod gen;
-pub mod kv;
 #[cfg(feature = "fjall")]
 pub mod fj;
+pub mod gen;
+pub mod kv;
 #[cfg(feature = "redb")]
 pub mod rd;
 #[cfg(feature = "sqlite")]
@@ -46,7 +46,6 @@ pub enum TxError {
 }
 
 pub type TxResult<T> = Result<T, TxError>;
-
 
 /// One engine's TPC-C: its load and its five transactions, each one whole transaction
 /// (commit included); shared by every terminal thread.
@@ -139,9 +138,7 @@ pub fn check(t: &Totals, warehouses: u32) -> Vec<String> {
                 d.max_no_o_id
             ));
         }
-        if d.new_orders > 0
-            && u64::from(d.max_no_o_id - d.min_no_o_id + 1) != d.new_orders
-        {
+        if d.new_orders > 0 && u64::from(d.max_no_o_id - d.min_no_o_id + 1) != d.new_orders {
             bad.push(format!(
                 "condition 3: {at}: max(NO_O_ID) - min(NO_O_ID) + 1 = {}, NEW-ORDER rows {}",
                 d.max_no_o_id - d.min_no_o_id + 1,

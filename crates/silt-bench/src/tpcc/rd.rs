@@ -7,8 +7,7 @@
 use std::ops::Bound;
 
 use redb::{
-    Durability, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
-    WriteTransaction,
+    Durability, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
 };
 
 use super::kv::{KvStore, KvTxn, Table};
@@ -53,7 +52,7 @@ impl RedbStore {
 }
 
 pub enum RedbTxn {
-    Write(WriteTransaction),
+    Write(Box<WriteTransaction>),
     Read(ReadTransaction),
 }
 
@@ -142,7 +141,7 @@ impl KvStore for RedbStore {
         }
         let mut tx = self.db.begin_write().map_err(rx)?;
         tx.set_durability(self.durability).map_err(rx)?;
-        Ok(RedbTxn::Write(tx))
+        Ok(RedbTxn::Write(Box::new(tx)))
     }
 
     fn load(&self, kvs: &[(Table, Vec<u8>, Vec<u8>)]) -> Result<(), String> {
@@ -161,7 +160,8 @@ impl KvStore for RedbStore {
     fn settle(&self) -> Result<(), String> {
         let e = |e: &dyn std::fmt::Display| format!("redb: {e}");
         let mut tx = self.db.begin_write().map_err(|x| e(&x))?;
-        tx.set_durability(Durability::Immediate).map_err(|x| e(&x))?;
+        tx.set_durability(Durability::Immediate)
+            .map_err(|x| e(&x))?;
         tx.commit().map_err(|x| e(&x))
     }
 }

@@ -180,19 +180,25 @@ impl TpccDb for SqliteTpcc {
                 let n = match r {
                     Row::Item(x) => tx
                         .prepare_cached("INSERT INTO item VALUES (?1, ?2, ?3, ?4, ?5)")
-                        .and_then(|mut s| s.execute(params![x.i_id, x.im_id, x.name, x.price, x.data])),
+                        .and_then(|mut s| {
+                            s.execute(params![x.i_id, x.im_id, x.name, x.price, x.data])
+                        }),
                     Row::Warehouse(x) => tx
                         .prepare_cached("INSERT INTO warehouse VALUES (?1, ?2, ?3, ?4, ?5)")
                         .and_then(|mut s| {
                             s.execute(params![x.w_id, x.name, x.address, x.tax, x.ytd])
                         }),
                     Row::District(x) => tx
-                        .prepare_cached(
-                            "INSERT INTO district VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                        )
+                        .prepare_cached("INSERT INTO district VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
                         .and_then(|mut s| {
                             s.execute(params![
-                                x.w_id, x.d_id, x.name, x.address, x.tax, x.ytd, x.next_o_id
+                                x.w_id,
+                                x.d_id,
+                                x.name,
+                                x.address,
+                                x.tax,
+                                x.ytd,
+                                x.next_o_id
                             ])
                         }),
                     Row::Customer(x) => tx
@@ -276,9 +282,7 @@ impl TpccDb for SqliteTpcc {
                             ])
                         }),
                     Row::Stock(x) => tx
-                        .prepare_cached(
-                            "INSERT INTO stock VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                        )
+                        .prepare_cached("INSERT INTO stock VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")
                         .and_then(|mut s| {
                             s.execute(params![
                                 x.w_id,
@@ -512,7 +516,9 @@ impl TpccDb for SqliteTpcc {
                         "UPDATE orders SET o_carrier_id = ?4 WHERE o_w_id = ?1 AND o_d_id = ?2 \
                          AND o_id = ?3 RETURNING o_c_id",
                     )
-                    .and_then(|mut s| s.query_row(params![x.w_id, d, o_id, x.carrier_id], |r| r.get(0)))
+                    .and_then(|mut s| {
+                        s.query_row(params![x.w_id, d, o_id, x.carrier_id], |r| r.get(0))
+                    })
                     .map_err(tx_err)?;
                 let sum: i64 = tx
                     .prepare_cached(
@@ -520,8 +526,10 @@ impl TpccDb for SqliteTpcc {
                          AND ol_d_id = ?2 AND ol_o_id = ?3 RETURNING ol_amount",
                     )
                     .and_then(|mut s| {
-                        s.query_map(params![x.w_id, d, o_id, x.date as i64], |r| r.get::<_, i64>(0))?
-                            .sum::<rusqlite::Result<i64>>()
+                        s.query_map(params![x.w_id, d, o_id, x.date as i64], |r| {
+                            r.get::<_, i64>(0)
+                        })?
+                        .sum::<rusqlite::Result<i64>>()
                     })
                     .map_err(tx_err)?;
                 tx.prepare_cached(
