@@ -196,3 +196,9 @@ fn fjall_optimistic() {
 fn redb_serial_writers() {
     tpcc_on("redb");
 }
+
+#[cfg(feature = "tidesdb")]
+#[test]
+fn tidesdb_serializable() {
+    tpcc_on("tidesdb");
+}

@@ -19,7 +19,8 @@
 //! How each engine maps the tables (key encodings, isolation) and the consistency checks:
 //! `docs/bench.md`, "tpcc". Modules: [`gen`] (the data and the inputs), [`kv`] (the
 //! transactions on a transactional key-value store, and silt's adapter), `fj` (fjall's
-//! optimistic transactions on [`kv`]), `rd` (redb on [`kv`]), `rocks`
+//! optimistic transactions on [`kv`]), `rd` (redb on [`kv`]), `tides` (TidesDB's
+//! transactions on [`kv`]), `rocks`
 //! (RocksDB's two transaction databases on [`kv`]), `sql` (SQLite, in SQL).
 
 #[cfg(feature = "fjall")]
@@ -30,6 +31,8 @@ pub mod kv;
 pub mod rd;
 #[cfg(feature = "sqlite")]
 pub mod sql;
+#[cfg(feature = "tidesdb")]
+pub mod tides;
 
 use std::time::Duration;
 
@@ -176,6 +179,7 @@ pub const ENGINES: &[(&str, &str)] = &[
     ("rocksdb-occ", "RocksDB OptimisticTransactionDB"),
     ("fjall", "fjall OptimisticTxDatabase"),
     ("redb", "redb, one write transaction at a time"),
+    ("tidesdb", "TidesDB transactions, Serializable"),
 ];
 
 /// Opens engine `name` for `tpcc` in `cfg.dir`.
@@ -196,6 +200,10 @@ pub fn open(name: &str, cfg: &crate::engine::EngineConfig) -> Result<Box<dyn Tpc
         #[cfg(feature = "fjall")]
         "fjall" => Ok(Box::new(kv::KvTpcc {
             store: fj::FjallStore::open(cfg)?,
+        })),
+        #[cfg(feature = "tidesdb")]
+        "tidesdb" => Ok(Box::new(kv::KvTpcc {
+            store: tides::TidesStore::open(cfg)?,
         })),
         #[cfg(feature = "redb")]
         "redb" => Ok(Box::new(kv::KvTpcc {
