@@ -29,6 +29,8 @@ pub mod gen;
 pub mod kv;
 #[cfg(feature = "redb")]
 pub mod rd;
+#[cfg(feature = "rocksdb")]
+pub mod rocks;
 #[cfg(feature = "sqlite")]
 pub mod sql;
 #[cfg(feature = "tidesdb")]
@@ -208,6 +210,14 @@ pub fn open(name: &str, cfg: &crate::engine::EngineConfig) -> Result<Box<dyn Tpc
         #[cfg(feature = "redb")]
         "redb" => Ok(Box::new(kv::KvTpcc {
             store: rd::RedbStore::open(cfg)?,
+        })),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => Ok(Box::new(kv::KvTpcc {
+            store: rocks::RocksStore::open(cfg, false)?,
+        })),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb-occ" => Ok(Box::new(kv::KvTpcc {
+            store: rocks::RocksStore::open(cfg, true)?,
         })),
         other => Err(format!(
             "tpcc has no adapter for engine {other:?} (tpcc engines: {})",
