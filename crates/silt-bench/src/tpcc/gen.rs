@@ -109,7 +109,7 @@ pub fn last_name(n: u32) -> String {
     )
 }
 
-/// A fixed "now" for dates: seconds since the epoch, so runs are reproducible.
+/// "Now" for the rows' dates: seconds since the epoch (dates are stored, never compared).
 pub fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
