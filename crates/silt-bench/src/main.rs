@@ -18,6 +18,7 @@ mod run;
 mod stats;
 mod suite;
 mod sysstat;
+mod tpcc;
 
 use clap::{Parser, Subcommand};
 

@@ -227,6 +227,26 @@ pub struct EngineResult {
     /// loaded again; `load_seconds` is then the copy's time. `null` without a preload.
     #[serde(default)]
     pub load_from_image: Option<bool>,
+    /// `tpcc`: `--warehouses`, else `null`.
+    #[serde(default)]
+    pub warehouses: Option<u32>,
+    /// `tpcc`: transactions of the whole mix completed per minute (all five types), else
+    /// `null`. (TPC-C's own "tpmC" counts New-Orders only: that is `nopm`.)
+    #[serde(default)]
+    pub tpmc: Option<f64>,
+    /// `tpcc`: New-Order transactions completed per minute (those rolled back by TPC-C's
+    /// 1% unknown-item rule included, as TPC-C counts them), else `null`.
+    #[serde(default)]
+    pub nopm: Option<f64>,
+    /// `tpcc`: attempts that failed with a retryable error (conflict, deadlock, lock
+    /// timeout, busy) and were run again, over all attempts; else `null`.
+    #[serde(default)]
+    pub abort_rate: Option<f64>,
+    /// `tpcc`: per transaction type its count, retries, rollbacks and p50/p95/p99 (µs,
+    /// first attempt to commit), the engine's mode, the sizes and the consistency
+    /// checks; else `null`.
+    #[serde(default)]
+    pub tpcc: Option<serde_json::Value>,
 }
 
 impl EngineResult {
@@ -303,6 +323,11 @@ pub const CSV_COLUMNS: &[&str] = &[
     "read_percent",
     "delayed_fsyncs",
     "load_from_image",
+    "warehouses",
+    "tpmc",
+    "nopm",
+    "abort_rate",
+    "tpcc",
 ];
 
 fn csv_field(s: &str) -> String {
@@ -555,6 +580,11 @@ mod tests {
             read_percent: None,
             delayed_fsyncs: None,
             load_from_image: None,
+            warehouses: None,
+            tpmc: None,
+            nopm: None,
+            abort_rate: None,
+            tpcc: None,
         };
         let v = serde_json::to_value(&r).unwrap();
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
@@ -567,7 +597,7 @@ mod tests {
             row.starts_with("silt,fillseq,ok,\"a, \"\"quoted\"\" note\",1,"),
             "{row}"
         );
-        assert!(row.ends_with(",\"{\"\"a\"\":1}\",,,,,,,,"), "{row}");
+        assert!(row.ends_with(",\"{\"\"a\"\":1}\",,,,,,,,,,,,,"), "{row}");
         assert!(engine_table(&[r]).contains("fillseq"));
     }
 }

@@ -152,6 +152,9 @@ pub(super) fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
     let a = &spec.args;
     validate(a)?;
     let w = Workload::parse(&spec.workload)?;
+    if w == Workload::Tpcc {
+        return super::tpcc::cell(spec);
+    }
     let pattern = pattern_of(Some(w), a).expect("validated");
     let sync_full = spec.sync == "full" || w == Workload::FillSync;
     let threads = if w == Workload::Queue {

@@ -48,6 +48,10 @@
 //!   new key (`num`, `num+1`, …). A record is one value of `--value-bytes` (YCSB's is 10
 //!   fields × 100 B, and an update writes one field; here an update rewrites the value).
 //!
+//! * `tpcc`: TPC-C-like transactions on `--warehouses`, `--threads` terminals for
+//!   `--duration` seconds, tables at `--tpcc-scale` of TPC-C's sizes; reports `tpmc`,
+//!   `nopm`, `abort_rate` and per-transaction latencies (`tpcc`), and fails the cell if a
+//!   consistency condition does not hold at the end (`crate::tpcc`, docs/bench.md).
 //! * `mixed`: on `--num` preloaded keys, `--reads` (default `--num`) operations with keys
 //!   from `--pattern`, each a get (`--read-percent`, default 50) or else a put.
 //!
@@ -80,6 +84,7 @@ use serde::{Deserialize, Serialize};
 mod child;
 mod keys;
 mod parent;
+mod tpcc;
 mod worker;
 mod workload;
 
@@ -198,6 +203,32 @@ pub struct RunArgs {
     #[arg(long)]
     #[serde(default)]
     pub quiet: bool,
+    /// `tpcc`: warehouses (each terminal thread has a home warehouse: thread t serves
+    /// warehouse t % W + 1).
+    #[arg(long, default_value_t = 1)]
+    #[serde(default = "default_warehouses")]
+    pub warehouses: u32,
+    /// `tpcc`: seconds of the timed phase (the mix runs until then).
+    #[arg(long, default_value_t = 60.0)]
+    #[serde(default = "default_duration")]
+    pub duration: f64,
+    /// `tpcc`: the share of TPC-C's table sizes per warehouse, in (0, 1] (items, customers,
+    /// orders; the ten districts stay): 0.01 for a tiny run.
+    #[arg(long, default_value_t = 1.0)]
+    #[serde(default = "default_tpcc_scale")]
+    pub tpcc_scale: f64,
+}
+
+fn default_warehouses() -> u32 {
+    1
+}
+
+fn default_duration() -> f64 {
+    60.0
+}
+
+fn default_tpcc_scale() -> f64 {
+    1.0
 }
 
 fn default_read_percent() -> u32 {
@@ -367,6 +398,7 @@ mod tests {
             "ycsbd",
             "ycsbe",
             "ycsbf",
+            "tpcc",
         ] {
             assert_eq!(Workload::parse(n).unwrap().name(), n);
         }

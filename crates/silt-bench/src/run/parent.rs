@@ -57,6 +57,15 @@ pub(super) fn validate(a: &RunArgs) -> Result<(), String> {
             return Err(format!("{w}: --key-bytes too small for --num"));
         }
     }
+    if a.warehouses == 0 || a.warehouses > 10_000 {
+        return Err("--warehouses must be in 1..=10000".into());
+    }
+    if a.duration.is_nan() || a.duration <= 0.0 {
+        return Err("--duration must be positive".into());
+    }
+    if a.tpcc_scale.is_nan() || a.tpcc_scale <= 0.0 || a.tpcc_scale > 1.0 {
+        return Err("--tpcc-scale must be in (0, 1]".into());
+    }
     if a.read_percent > 100 {
         return Err("--read-percent must be in 0..=100".into());
     }
@@ -130,6 +139,11 @@ pub(super) fn not_run(spec: &CellSpec, status: &str, error: String) -> EngineRes
         read_percent: (w == Some(Workload::Mixed)).then_some(a.read_percent),
         delayed_fsyncs: None,
         load_from_image: None,
+        warehouses: (w == Some(Workload::Tpcc)).then_some(a.warehouses),
+        tpmc: None,
+        nopm: None,
+        abort_rate: None,
+        tpcc: None,
     }
 }
 

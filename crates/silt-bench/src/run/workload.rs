@@ -23,6 +23,8 @@ pub enum Workload {
     YcsbD,
     YcsbE,
     YcsbF,
+    /// TPC-C-like transactions (`crate::tpcc`).
+    Tpcc,
 }
 
 impl Workload {
@@ -45,11 +47,12 @@ impl Workload {
             "ycsbd" => Workload::YcsbD,
             "ycsbe" => Workload::YcsbE,
             "ycsbf" => Workload::YcsbF,
+            "tpcc" => Workload::Tpcc,
             other => {
                 return Err(format!(
                     "--workloads: unknown {other:?} (fillseq, fillrandom, overwrite, fillsync, \
                      readrandom, readseq, seekrandom, scan, delete, queue, mixed, ycsba, \
-                     ycsbb, ycsbc, ycsbd, ycsbe, ycsbf; the seed workloads {}; or `seeds` \
+                     ycsbb, ycsbc, ycsbd, ycsbe, ycsbf, tpcc; the seed workloads {}; or `seeds` \
                      for all of those)",
                     PRESETS
                         .iter()
@@ -80,6 +83,7 @@ impl Workload {
             Workload::YcsbD => "ycsbd",
             Workload::YcsbE => "ycsbe",
             Workload::YcsbF => "ycsbf",
+            Workload::Tpcc => "tpcc",
         }
     }
 
@@ -102,7 +106,9 @@ impl Workload {
 
     /// Writes anything in the timed phase (then a final flush and settle follow it).
     pub(super) fn mutates(self) -> bool {
-        self.writes() || self == Workload::Mixed || (self.ycsb() && self != Workload::YcsbC)
+        self.writes()
+            || matches!(self, Workload::Mixed | Workload::Tpcc)
+            || (self.ycsb() && self != Workload::YcsbC)
     }
 
     pub(super) fn ycsb(self) -> bool {
