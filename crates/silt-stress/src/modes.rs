@@ -163,6 +163,17 @@ pub fn crash(exe: &Path, run: &CrashRun) -> Summary {
         }
     };
     let writes_before = exp.writes();
+    // The families exist before the first child runs. A child killed before it created
+    // them (its open takes longer than the shortest kill delay on a loaded machine) left a
+    // database without them, which the verifier, expecting them, took for a lost write.
+    let made = options(Db::builder(&run.db), sync)
+        .open()
+        .and_then(|db| ensure_cfs(&db, &exp).and_then(|()| db.close()));
+    if let Err(e) = made {
+        sum.violations
+            .push(format!("create the database and its column families: {e}"));
+        return sum;
+    }
     for cycle in 0..run.cycles {
         let cycle_seed = rng.random::<u64>();
         let mut cmd = Command::new(exe);
