@@ -122,10 +122,7 @@ impl DbBuilder {
 
     /// The merge operator of the column family named `cf`.
     pub(crate) fn merge_operator_for(&self, cf: &str) -> Option<Arc<dyn MergeOperator>> {
-        match self.cf_merge_operator.get(cf) {
-            Some(f) => f.clone(),
-            None => self.merge_operator.clone(),
-        }
+        for_cf(&self.cf_merge_operator, &self.merge_operator, cf)
     }
 
     /// A time to live for every write to a column family without its own
@@ -175,10 +172,7 @@ impl DbBuilder {
 
     /// The TTL of the column family named `cf`, in milliseconds.
     pub(crate) fn ttl_ms_for(&self, cf: &str) -> Option<u64> {
-        self.cf_ttl
-            .get(cf)
-            .copied()
-            .unwrap_or(self.ttl)
+        for_cf(&self.cf_ttl, &self.ttl, cf)
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     }
 
@@ -189,10 +183,7 @@ impl DbBuilder {
 
     /// The compaction filter of the column family named `cf`.
     pub(crate) fn compaction_filter_for(&self, cf: &str) -> Option<Arc<dyn CompactionFilter>> {
-        match self.cf_compaction_filter.get(cf) {
-            Some(f) => f.clone(),
-            None => self.compaction_filter.clone(),
-        }
+        for_cf(&self.cf_compaction_filter, &self.compaction_filter, cf)
     }
 
     /// Key-value separation: a value of at least this many bytes is moved, when its
@@ -229,10 +220,11 @@ impl DbBuilder {
 
     /// The blob threshold of the column family named `cf`.
     pub(crate) fn blob_threshold_for(&self, cf: &str) -> Option<usize> {
-        self.cf_blob_threshold_bytes
-            .get(cf)
-            .copied()
-            .unwrap_or(self.blob_threshold_bytes)
+        for_cf(
+            &self.cf_blob_threshold_bytes,
+            &self.blob_threshold_bytes,
+            cf,
+        )
     }
 
     /// When a write is acknowledged. Default [`SyncMode::None`]: in the OS on return (a
@@ -407,6 +399,12 @@ impl DbBuilder {
         self.fs = Some(fs);
         self
     }
+}
+
+/// A per-family setting: the family's own if it has one (`None` included: "none here"),
+/// else the default for every family.
+fn for_cf<T: Clone>(own: &BTreeMap<String, Option<T>>, default: &Option<T>, cf: &str) -> Option<T> {
+    own.get(cf).cloned().unwrap_or_else(|| default.clone())
 }
 
 /// Options of one write.

@@ -241,21 +241,25 @@ impl DbInner {
         ))
     }
 
-    /// The blob threshold of column family `cf` (`DbBuilder::blob_threshold_bytes`).
+    /// A per-family setting of column family `cf`: `f` of its name, or `unknown` for a
+    /// family this handle never knew.
+    fn cf_setting<T>(&self, cf: u32, f: impl FnOnce(&str) -> T, unknown: T) -> T {
+        match self.cf_names.lock().get(&cf) {
+            Some(name) => f(name),
+            None => unknown,
+        }
+    }
+
     /// The compaction filter of column family `cf`, if it has one.
     pub(crate) fn compaction_filter(&self, cf: u32) -> Option<Arc<dyn crate::CompactionFilter>> {
-        match self.cf_names.lock().get(&cf) {
-            Some(name) => self.opts.compaction_filter_for(name),
-            None => self.opts.compaction_filter.clone(),
-        }
+        let default = self.opts.compaction_filter.clone();
+        self.cf_setting(cf, |n| self.opts.compaction_filter_for(n), default)
     }
 
     /// The merge operator of column family `cf`, if it has one.
     pub(crate) fn merge_operator(&self, cf: u32) -> Option<Arc<dyn crate::MergeOperator>> {
-        match self.cf_names.lock().get(&cf) {
-            Some(name) => self.opts.merge_operator_for(name),
-            None => self.opts.merge_operator.clone(),
-        }
+        let default = self.opts.merge_operator.clone();
+        self.cf_setting(cf, |n| self.opts.merge_operator_for(n), default)
     }
 
     /// [`DbInner::merge_operator`], without a lock when no family has one (every iterator
@@ -278,17 +282,13 @@ impl DbInner {
 
     /// The TTL of column family `cf` in milliseconds, if it has one.
     pub(crate) fn ttl_ms(&self, cf: u32) -> Option<u64> {
-        match self.cf_names.lock().get(&cf) {
-            Some(name) => self.opts.ttl_ms_for(name),
-            None => None,
-        }
+        self.cf_setting(cf, |n| self.opts.ttl_ms_for(n), None)
     }
 
+    /// The blob threshold of column family `cf` (`DbBuilder::blob_threshold_bytes`).
     pub(crate) fn blob_threshold(&self, cf: u32) -> Option<usize> {
-        match self.cf_names.lock().get(&cf) {
-            Some(name) => self.opts.blob_threshold_for(name),
-            None => self.opts.blob_threshold_bytes,
-        }
+        let default = self.opts.blob_threshold_bytes;
+        self.cf_setting(cf, |n| self.opts.blob_threshold_for(n), default)
     }
 
     /// Whether a failed manifest write leaves its edits not durable for sure: only a write
