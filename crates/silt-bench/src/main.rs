@@ -9,9 +9,12 @@
 //!   `engine.rs`, one child process per cell.
 //! * `report DIR`: a markdown summary (silt / each peer) and SVG charts of `run` results.
 //! * `suite seeds`: the seed 000/003 matrix, then its report.
+//! * `suite txn`: tpcc, queue_indexed and txn_batch_sweep on every transactional engine
+//!   compiled in, then the report.
 
 mod commit;
 mod engine;
+mod iib;
 mod output;
 mod report;
 mod run;
@@ -37,7 +40,8 @@ enum Command {
     Run(run::RunArgs),
     /// Markdown summary and SVG charts of `run --format json` results in DIR.
     Report(report::ReportArgs),
-    /// A named matrix of `run` cells and its report: `seeds` (seeds 000 and 003).
+    /// A named matrix of `run` cells and its report: `seeds` (seeds 000 and 003) or `txn`
+    /// (tpcc, queue_indexed, txn_batch_sweep).
     Suite(suite::SuiteArgs),
     /// One cell of `run`, in its own process (used by `run` itself).
     #[command(hide = true)]

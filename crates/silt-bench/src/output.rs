@@ -247,6 +247,15 @@ pub struct EngineResult {
     /// checks; else `null`.
     #[serde(default)]
     pub tpcc: Option<serde_json::Value>,
+    /// `queue_indexed`: rows inserted in each elapsed second of the timed phase, else
+    /// `null` (beside `worst_delete_us_per_sec`, the seed 002 figure's two series).
+    #[serde(default)]
+    pub inserted_per_sec: Option<Vec<u64>>,
+    /// `queue_indexed`, `txn_batch_sweep`: the engine's transaction mode, whether deletes
+    /// are single deletes, rows per transaction, retries and the consistency check's
+    /// result; else `null`.
+    #[serde(default)]
+    pub txn: Option<serde_json::Value>,
 }
 
 impl EngineResult {
@@ -328,6 +337,8 @@ pub const CSV_COLUMNS: &[&str] = &[
     "nopm",
     "abort_rate",
     "tpcc",
+    "inserted_per_sec",
+    "txn",
 ];
 
 fn csv_field(s: &str) -> String {
@@ -585,6 +596,8 @@ mod tests {
             nopm: None,
             abort_rate: None,
             tpcc: None,
+            inserted_per_sec: None,
+            txn: None,
         };
         let v = serde_json::to_value(&r).unwrap();
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
@@ -597,7 +610,7 @@ mod tests {
             row.starts_with("silt,fillseq,ok,\"a, \"\"quoted\"\" note\",1,"),
             "{row}"
         );
-        assert!(row.ends_with(",\"{\"\"a\"\":1}\",,,,,,,,,,,,,"), "{row}");
+        assert!(row.ends_with(",\"{\"\"a\"\":1}\",,,,,,,,,,,,,,,"), "{row}");
         assert!(engine_table(&[r]).contains("fillseq"));
     }
 }

@@ -33,6 +33,13 @@
 //! before its timed phase. Results go to `--out`
 //! (`results.jsonl`, one `run --format json` line per cell; `command.txt`), and the report
 //! to `--out/report.md` with SVG charts in `--out/charts`.
+//!
+//! `suite txn`: the transactional workloads on every transactional engine compiled in
+//! ([`TXN_ENGINES`], or `--engines`): tpcc (`--tpcc-duration` s on `--threads` terminals,
+//! `--warehouses`, `--tpcc-scale`), queue_indexed (`--queue-rows` preloaded,
+//! `--queue-duration` s, `--queue-batch` rows per transaction) and txn_batch_sweep
+//! (`--sweep-rows` at each of `--sweep-batch` rows per transaction); the defaults take
+//! about a quarter of an hour here with five engines. Same outputs.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -45,11 +52,14 @@ use crate::run::RunArgs;
 /// Flags of `silt-bench suite`.
 #[derive(Args, Debug, Clone)]
 pub struct SuiteArgs {
-    /// The suite: `seeds` (the seed 000/003 matrix).
+    /// The suite: `seeds` (the seed 000/003 matrix) or `txn` (tpcc, queue_indexed and
+    /// txn_batch_sweep on every transactional engine compiled in; see `crate::suite`).
     pub name: String,
-    /// Comma-separated engines (see `run --engines`).
-    #[arg(long, default_value = "silt,sqlite")]
-    pub engines: String,
+    /// Comma-separated engines (see `run --engines`). Default: `silt,sqlite` for `seeds`;
+    /// for `txn` every transactional engine compiled in (silt, sqlite, fjall, redb,
+    /// tidesdb, rocksdb).
+    #[arg(long)]
+    pub engines: Option<String>,
     /// N: keys of the main write and read workloads (the others are scaled from it).
     #[arg(long, default_value_t = 1_000_000)]
     pub num: u64,
@@ -59,9 +69,9 @@ pub struct SuiteArgs {
     /// Run the matrix this many times (interleaved per group); the report takes medians.
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
-    /// Where results, the report and the charts go.
-    #[arg(long, default_value = "bench-results/seeds")]
-    pub out: PathBuf,
+    /// Where results, the report and the charts go (default `bench-results/<suite>`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     /// Where the databases go (see `run --dir`).
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -80,6 +90,39 @@ pub struct SuiteArgs {
     /// engine; the estimate printed at the start says how many).
     #[arg(long, default_value = "default")]
     pub scale: String,
+    /// `txn`: seconds of each tpcc cell's timed phase.
+    #[arg(long, default_value_t = 30.0)]
+    pub tpcc_duration: f64,
+    /// `txn`: tpcc's warehouses.
+    #[arg(long, default_value_t = 1)]
+    pub warehouses: u32,
+    /// `txn`: tpcc's share of TPC-C's table sizes (see `run --tpcc-scale`).
+    #[arg(long, default_value_t = 0.1)]
+    pub tpcc_scale: f64,
+    /// `txn`: rows preloaded before queue_indexed (the queue's length).
+    #[arg(long, default_value_t = 100_000)]
+    pub queue_rows: u64,
+    /// `txn`: seconds of each queue_indexed cell's timed phase.
+    #[arg(long, default_value_t = 90.0)]
+    pub queue_duration: f64,
+    /// `txn`: queue_indexed's rows per insert and per delete transaction.
+    #[arg(long, default_value_t = 1)]
+    pub queue_batch: usize,
+    /// `txn`: rows txn_batch_sweep inserts (per batch size).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub sweep_rows: u64,
+    /// `txn`: txn_batch_sweep's rows per transaction, comma-separated (a cell each).
+    #[arg(long, default_value = "100,1000,10000,100000,1000000")]
+    pub sweep_batch: String,
+}
+
+impl SuiteArgs {
+    /// `--out` (set by [`suite`] when not given).
+    fn out(&self) -> &std::path::Path {
+        self.out
+            .as_deref()
+            .unwrap_or(std::path::Path::new("bench-results"))
+    }
 }
 
 /// One `run` invocation of the suite.
@@ -430,21 +473,72 @@ fn fmt_minutes(secs: f64) -> String {
     }
 }
 
-pub fn suite(a: SuiteArgs) -> Result<(), String> {
-    if a.name != "seeds" {
-        return Err(format!("unknown suite {:?} (known: seeds)", a.name));
+pub fn suite(mut a: SuiteArgs) -> Result<(), String> {
+    if a.out.is_none() {
+        a.out = Some(PathBuf::from("bench-results").join(&a.name));
     }
-    if a.num < 1000 {
-        return Err("--num must be at least 1000".into());
+    match a.name.as_str() {
+        "seeds" => seeds_suite(a),
+        "txn" => txn_suite(a),
+        other => Err(format!("unknown suite {other:?} (known: seeds, txn)")),
     }
-    let full = match a.scale.as_str() {
-        "default" => false,
-        "full" => true,
-        other => return Err(format!("--scale must be default or full, not {other:?}")),
+}
+
+/// The engines `suite txn` runs by default: every transactional one compiled in.
+pub const TXN_ENGINES: &[&str] = &["silt", "sqlite", "fjall", "redb", "tidesdb", "rocksdb"];
+
+/// The `run` invocations of `suite txn`: (name, the run's flags).
+fn txn_groups(a: &SuiteArgs, engines: &str) -> Vec<(&'static str, RunArgs)> {
+    let base = RunArgs {
+        engines: engines.to_string(),
+        cache_bytes: a.cache_bytes,
+        dir: a.dir.clone(),
+        fsync_delay_us: a.fsync_delay_us,
+        seed: a.seed,
+        quiet: true,
+        sync: "none".into(),
+        ..RunArgs::defaults()
     };
-    std::fs::create_dir_all(&a.out).map_err(|e| format!("--out {}: {e}", a.out.display()))?;
-    let results_path = a.out.join("results.jsonl");
-    let mut file = std::fs::File::create(&results_path)
+    vec![
+        (
+            "tpcc",
+            RunArgs {
+                workloads: "tpcc".into(),
+                threads: a.threads.to_string(),
+                warehouses: a.warehouses,
+                tpcc_scale: a.tpcc_scale,
+                duration: a.tpcc_duration,
+                ..base.clone()
+            },
+        ),
+        (
+            "queue_indexed",
+            RunArgs {
+                workloads: "queue_indexed".into(),
+                num: a.queue_rows,
+                duration: a.queue_duration,
+                batch: a.queue_batch.to_string(),
+                ..base.clone()
+            },
+        ),
+        (
+            "txn_batch_sweep",
+            RunArgs {
+                workloads: "txn_batch_sweep".into(),
+                num: a.sweep_rows,
+                batch: a.sweep_batch.clone(),
+                ..base
+            },
+        ),
+    ]
+}
+
+/// Creates `--out`, its `results.jsonl` and `command.txt`; returns the file and the note.
+fn start_out(a: &SuiteArgs) -> Result<(std::fs::File, PathBuf, String), String> {
+    let out = a.out();
+    std::fs::create_dir_all(out).map_err(|e| format!("--out {}: {e}", out.display()))?;
+    let results_path = out.join("results.jsonl");
+    let file = std::fs::File::create(&results_path)
         .map_err(|e| format!("{}: {e}", results_path.display()))?;
     let command: Vec<String> = std::env::args().collect();
     let note = format!(
@@ -453,8 +547,105 @@ pub fn suite(a: SuiteArgs) -> Result<(), String> {
         crate::output::today(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
     );
-    std::fs::write(a.out.join("command.txt"), format!("{note}\n"))
-        .map_err(|e| format!("{}: {e}", a.out.display()))?;
+    std::fs::write(out.join("command.txt"), format!("{note}\n"))
+        .map_err(|e| format!("{}: {e}", out.display()))?;
+    Ok((file, results_path, note))
+}
+
+/// Writes the report of `all` and fails if a cell failed.
+fn finish_out(a: &SuiteArgs, all: &[EngineResult], note: &str) -> Result<(), String> {
+    let report = crate::report::write_report(a.out(), all, &a.out().join("charts"), "silt", note)?;
+    println!("{}", report.display());
+    let failed = all.iter().filter(|r| r.status == "failed").count();
+    if failed > 0 {
+        return Err(format!(
+            "{failed} cell(s) failed (see {})",
+            report.display()
+        ));
+    }
+    Ok(())
+}
+
+/// `suite txn`: tpcc, queue_indexed and txn_batch_sweep (module docs).
+fn txn_suite(a: SuiteArgs) -> Result<(), String> {
+    let engines = match &a.engines {
+        Some(e) => e.clone(),
+        None => TXN_ENGINES
+            .iter()
+            .filter(|e| crate::engine::availability(e).is_ok())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(","),
+    };
+    if a.queue_rows == 0 || a.sweep_rows == 0 {
+        return Err("--queue-rows and --sweep-rows must be positive".into());
+    }
+    let (mut file, results_path, note) = start_out(&a)?;
+    let started = std::time::Instant::now();
+    let mut all: Vec<EngineResult> = Vec::new();
+    let groups = txn_groups(&a, &engines);
+    let cells: usize = groups
+        .iter()
+        .map(|(name, g)| {
+            let per = if *name == "txn_batch_sweep" {
+                crate::stats::names(&g.batch).len()
+            } else {
+                1
+            };
+            per * crate::stats::names(&g.engines).len()
+        })
+        .sum::<usize>()
+        * a.repeat.max(1);
+    eprintln!(
+        "silt-bench suite txn: {cells} cells on {engines}: tpcc {} s each, queue_indexed {} s \
+         each on {} rows, txn_batch_sweep {} rows at {} rows per transaction",
+        a.tpcc_duration, a.queue_duration, a.queue_rows, a.sweep_rows, a.sweep_batch
+    );
+    let mut done = 0;
+    for repeat in 0..a.repeat.max(1) {
+        for (name, args) in &groups {
+            eprintln!(
+                "silt-bench suite txn: {name} (repeat {}/{})",
+                repeat + 1,
+                a.repeat.max(1)
+            );
+            let mut write_err = None;
+            crate::run::run_matrix(args, &mut |r| {
+                done += 1;
+                if r.status != "unavailable" {
+                    eprintln!("[{done}/{cells}] {}", crate::run::progress(r));
+                }
+                let mut r = r.clone();
+                r.repeat = repeat;
+                if let Err(e) = writeln!(file, "{}", crate::output::engine_json_line(&r)) {
+                    write_err.get_or_insert(e);
+                }
+                all.push(r);
+            })?;
+            if let Some(e) = write_err {
+                return Err(format!("{}: {e}", results_path.display()));
+            }
+        }
+    }
+    eprintln!(
+        "silt-bench suite txn: {} cells in {:.0} s",
+        all.len(),
+        started.elapsed().as_secs_f64()
+    );
+    finish_out(&a, &all, &note)
+}
+
+fn seeds_suite(a: SuiteArgs) -> Result<(), String> {
+    let engines_flag = a.engines.clone().unwrap_or_else(|| "silt,sqlite".into());
+    if a.num < 1000 {
+        return Err("--num must be at least 1000".into());
+    }
+    let full = match a.scale.as_str() {
+        "default" => false,
+        "full" => true,
+        other => return Err(format!("--scale must be default or full, not {other:?}")),
+    };
+    let (mut file, results_path, note) = start_out(&a)?;
     // One load per engine and load shape, copied into every cell that preloads the same
     // keys (see `run --load-cache`): most of the suite's read cells preload the same N keys.
     let load_cache = match &a.dir {
@@ -475,7 +666,7 @@ pub fn suite(a: SuiteArgs) -> Result<(), String> {
     if full {
         groups.extend(seeds_full(a.num));
     }
-    let engines = crate::stats::names(&a.engines);
+    let engines = crate::stats::names(&engines_flag);
     let plan = Plan::new(&groups, &engines, a.repeat.max(1), a.threads);
     let mut images = Images::default();
     let mut done = 0;
@@ -504,7 +695,7 @@ pub fn suite(a: SuiteArgs) -> Result<(), String> {
                 ),
             );
             let args = RunArgs {
-                engines: a.engines.clone(),
+                engines: engines_flag.clone(),
                 workloads: g.workloads.into(),
                 num: g.num,
                 reads: g.reads,
@@ -558,16 +749,7 @@ pub fn suite(a: SuiteArgs) -> Result<(), String> {
         started.elapsed().as_secs_f64(),
         plan.total_ms() as f64 / 1000.0
     );
-    let report = crate::report::write_report(&a.out, &all, &a.out.join("charts"), "silt", &note)?;
-    println!("{}", report.display());
-    let failed = all.iter().filter(|r| r.status == "failed").count();
-    if failed > 0 {
-        return Err(format!(
-            "{failed} cell(s) failed (see {})",
-            report.display()
-        ));
-    }
-    Ok(())
+    finish_out(&a, &all, &note)
 }
 
 #[cfg(test)]

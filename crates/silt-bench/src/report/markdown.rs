@@ -112,6 +112,7 @@ pub(super) fn markdown(
     charts: &Path,
     title_note: &str,
     skipped: &Skipped,
+    txn: &[String],
 ) -> String {
     let mut md = vec!["# silt-bench report".to_string(), String::new()];
     if !title_note.trim().is_empty() {
@@ -224,6 +225,8 @@ pub(super) fn markdown(
         &skipped.threads,
     ));
     md.push(String::new());
+
+    md.extend(txn.iter().cloned());
 
     md.push("## Not measured".to_string());
     md.push(String::new());

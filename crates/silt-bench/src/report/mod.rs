@@ -8,7 +8,11 @@
 //! table with the baseline's ratio to each peer, a wins/losses line per peer, latency and
 //! resource tables, and the cells that did not run; the charts (`throughput.svg`,
 //! `latency.svg`, `batch_scaling.svg`, `thread_scaling.svg`, `amplification.svg`) go to
-//! `DIR/charts` (or `--charts`) and are linked from the report by relative paths.
+//! `DIR/charts` (or `--charts`) and are linked from the report by relative paths. Results
+//! of the transactional workloads add a "Transactions" section (`txn.rs`): tpcc's tpmC,
+//! NOPM and abort rate, queue_indexed's rows/s and worst delete latency over time
+//! (`queue_indexed.svg`) and txn_batch_sweep's time per row and peak RSS by batch size
+//! (`txn_batch_sweep.svg`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
@@ -17,6 +21,7 @@ use std::path::{Path, PathBuf};
 mod charts;
 mod markdown;
 mod model;
+mod txn;
 
 use charts::*;
 use markdown::*;
@@ -124,13 +129,9 @@ pub fn write_report(
         threads: scaling_chart(charts, &model, Sweep::Threads)?,
         amplification: amplification_chart(&charts.join("amplification.svg"), &model)?,
     };
-    let md = markdown(
-        &model,
-        results,
-        &relative_link(dir, charts),
-        title_note,
-        &skipped,
-    );
+    let link = relative_link(dir, charts);
+    let txn = txn::section(results, baseline, charts, &link)?;
+    let md = markdown(&model, results, &link, title_note, &skipped, &txn);
     let path = dir.join("report.md");
     std::fs::write(&path, md).map_err(|e| format!("writing {}: {e}", path.display()))?;
     Ok(path)

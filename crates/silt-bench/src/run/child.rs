@@ -152,8 +152,11 @@ pub(super) fn run_cell(spec: &CellSpec) -> Result<EngineResult, String> {
     let a = &spec.args;
     validate(a)?;
     let w = Workload::parse(&spec.workload)?;
-    if w == Workload::Tpcc {
-        return super::tpcc::cell(spec);
+    match w {
+        Workload::Tpcc => return super::tpcc::cell(spec),
+        Workload::QueueIndexed => return super::iib::queue_cell(spec),
+        Workload::TxnBatchSweep => return super::iib::sweep_cell(spec),
+        _ => {}
     }
     let pattern = pattern_of(Some(w), a).expect("validated");
     let sync_full = spec.sync == "full" || w == Workload::FillSync;

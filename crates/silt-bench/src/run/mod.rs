@@ -52,6 +52,16 @@
 //!   `--duration` seconds, tables at `--tpcc-scale` of TPC-C's sizes; reports `tpmc`,
 //!   `nopm`, `abort_rate` and per-transaction latencies (`tpcc`), and fails the cell if a
 //!   consistency condition does not hold at the end (`crate::tpcc`, docs/bench.md).
+//! * `queue_indexed` (seed 002, iibench's l.i1 with its three secondary indexes, in
+//!   transactions): `--num` rows preloaded; for `--duration` seconds one thread inserts
+//!   `--batch` rows per transaction at the high end while another deletes the lowest
+//!   `--batch` rows per transaction (single deletes where the engine has them), each row
+//!   with its index entries; `inserted_per_sec`, `worst_delete_us_per_sec`,
+//!   `max_delete_us`, `abort_rate`; the table is checked at the end (`iib.rs`,
+//!   `crate::iib`).
+//! * `txn_batch_sweep` (seed 002's batch sweep): `--num` rows with their three index
+//!   entries at `--batch` rows per transaction (one cell per size): rows/s,
+//!   `txn.us_per_row`, peak RSS; checked at the end.
 //! * `mixed`: on `--num` preloaded keys, `--reads` (default `--num`) operations with keys
 //!   from `--pattern`, each a get (`--read-percent`, default 50) or else a put.
 //!
@@ -82,6 +92,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 mod child;
+mod iib;
 mod keys;
 mod parent;
 mod tpcc;
@@ -116,7 +127,7 @@ pub struct RunArgs {
     pub engines: String,
     /// Comma-separated workloads: fillseq, fillrandom, overwrite, fillsync, readrandom,
     /// readseq, seekrandom, scan (alias range), delete, queue, mixed, ycsba, ycsbb, ycsbc,
-    /// ycsbd, ycsbe, ycsbf; the seed 000/003 workloads seq_write, random_write, random_read,
+    /// ycsbd, ycsbe, ycsbf; the transactional tpcc, queue_indexed and txn_batch_sweep; the seed 000/003 workloads seq_write, random_write, random_read,
     /// random_mixed, zipf_write, zipf_mixed, random_delete, large_value, small_value,
     /// random_seek, seq_seek, zipf_seek, range100, range1000, seq_range, iterate; `seeds`
     /// for all of the seed workloads.
@@ -131,8 +142,9 @@ pub struct RunArgs {
     /// Worker threads sharing one engine handle; comma-separated for several cells.
     #[arg(long, default_value = "1")]
     pub threads: String,
-    /// Entries per write (or delete) batch of the fills and `delete`; comma-separated for
-    /// several cells (a batch-size sweep: 1,10,100,1000).
+    /// Entries per write (or delete) batch of the fills and `delete`, rows per transaction
+    /// of `queue_indexed` and `txn_batch_sweep`; comma-separated for several cells (a
+    /// batch-size sweep: 1,10,100,1000).
     #[arg(long, default_value = "1")]
     pub batch: String,
     /// Key size in bytes (8-byte big-endian index, padded; under 8 keeps the low bytes).
@@ -208,7 +220,8 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1)]
     #[serde(default = "default_warehouses")]
     pub warehouses: u32,
-    /// `tpcc`: seconds of the timed phase (the mix runs until then).
+    /// `tpcc`, `queue_indexed`: seconds of the timed phase (the mix, or the inserter, runs
+    /// until then).
     #[arg(long, default_value_t = 60.0)]
     #[serde(default = "default_duration")]
     pub duration: f64,
@@ -399,6 +412,8 @@ mod tests {
             "ycsbe",
             "ycsbf",
             "tpcc",
+            "queue_indexed",
+            "txn_batch_sweep",
         ] {
             assert_eq!(Workload::parse(n).unwrap().name(), n);
         }

@@ -144,6 +144,8 @@ pub(super) fn not_run(spec: &CellSpec, status: &str, error: String) -> EngineRes
         nopm: None,
         abort_rate: None,
         tpcc: None,
+        inserted_per_sec: None,
+        txn: None,
     }
 }
 
@@ -164,7 +166,11 @@ pub(super) fn shim_delayed_calls() -> Option<u64> {
 
 pub(super) fn pattern_of(w: Option<Workload>, a: &RunArgs) -> Option<Pattern> {
     match w? {
-        Workload::FillSeq | Workload::ReadSeq | Workload::Queue => Some(Pattern::Sequential),
+        Workload::FillSeq
+        | Workload::ReadSeq
+        | Workload::Queue
+        | Workload::QueueIndexed
+        | Workload::TxnBatchSweep => Some(Pattern::Sequential),
         Workload::YcsbD => Some(Pattern::Latest),
         w if w.ycsb() => Some(Pattern::Zipfian),
         _ => Pattern::parse(&a.pattern).ok(),
@@ -253,12 +259,13 @@ pub fn run_matrix(
         for e in &engines {
             for w in &workloads {
                 let (wl, label, args) = resolve(w, a)?;
-                // queue is always one inserter and one deleter; only the fills and delete
-                // take --batch.
-                let ts = if wl == Workload::Queue {
-                    vec![2]
-                } else {
-                    threads.clone()
+                // queue and queue_indexed are always one inserter and one deleter, and
+                // txn_batch_sweep one inserter; only the fills, delete, queue_indexed and
+                // txn_batch_sweep take --batch.
+                let ts = match wl {
+                    Workload::Queue | Workload::QueueIndexed => vec![2],
+                    Workload::TxnBatchSweep => vec![1],
+                    _ => threads.clone(),
                 };
                 let bs = if wl.batched() {
                     batches.clone()

@@ -25,6 +25,11 @@ pub enum Workload {
     YcsbF,
     /// TPC-C-like transactions (`crate::tpcc`).
     Tpcc,
+    /// The queue on the iibench table with three secondary indexes, in transactions
+    /// (`crate::iib`, `run/iib.rs`).
+    QueueIndexed,
+    /// Bulk insert into the iibench table at `--batch` rows per transaction.
+    TxnBatchSweep,
 }
 
 impl Workload {
@@ -48,11 +53,14 @@ impl Workload {
             "ycsbe" => Workload::YcsbE,
             "ycsbf" => Workload::YcsbF,
             "tpcc" => Workload::Tpcc,
+            "queue_indexed" => Workload::QueueIndexed,
+            "txn_batch_sweep" => Workload::TxnBatchSweep,
             other => {
                 return Err(format!(
                     "--workloads: unknown {other:?} (fillseq, fillrandom, overwrite, fillsync, \
                      readrandom, readseq, seekrandom, scan, delete, queue, mixed, ycsba, \
-                     ycsbb, ycsbc, ycsbd, ycsbe, ycsbf, tpcc; the seed workloads {}; or `seeds` \
+                     ycsbb, ycsbc, ycsbd, ycsbe, ycsbf, tpcc, queue_indexed, txn_batch_sweep; the seed \
+                     workloads {}; or `seeds` \
                      for all of those)",
                     PRESETS
                         .iter()
@@ -84,6 +92,8 @@ impl Workload {
             Workload::YcsbE => "ycsbe",
             Workload::YcsbF => "ycsbf",
             Workload::Tpcc => "tpcc",
+            Workload::QueueIndexed => "queue_indexed",
+            Workload::TxnBatchSweep => "txn_batch_sweep",
         }
     }
 
@@ -96,12 +106,23 @@ impl Workload {
 
     /// Only writes (puts or deletes) in the timed phase: `found` is `null`.
     pub(super) fn writes(self) -> bool {
-        self.fills() || matches!(self, Workload::Delete | Workload::Queue)
+        self.fills()
+            || matches!(
+                self,
+                Workload::Delete
+                    | Workload::Queue
+                    | Workload::QueueIndexed
+                    | Workload::TxnBatchSweep
+            )
     }
 
     /// Takes `--batch` (the others write one key at a time).
     pub(super) fn batched(self) -> bool {
-        self.fills() || self == Workload::Delete
+        self.fills()
+            || matches!(
+                self,
+                Workload::Delete | Workload::QueueIndexed | Workload::TxnBatchSweep
+            )
     }
 
     /// Writes anything in the timed phase (then a final flush and settle follow it).
@@ -126,7 +147,7 @@ impl Workload {
     pub(super) fn preloads(self) -> bool {
         !matches!(
             self,
-            Workload::FillSeq | Workload::FillRandom | Workload::FillSync
+            Workload::FillSeq | Workload::FillRandom | Workload::FillSync | Workload::TxnBatchSweep
         )
     }
 }

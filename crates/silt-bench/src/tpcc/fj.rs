@@ -14,12 +14,12 @@ use fjall::{
     OptimisticWriteTx, PersistMode, Readable, Snapshot,
 };
 
-use super::kv::{KvStore, KvTxn, Table};
+use super::kv::{handle, open_handles, KvStore, KvTxn, Table};
 use super::*;
 
 pub struct FjallStore {
     db: OptimisticTxDatabase,
-    ks: Vec<OptimisticTxKeyspace>,
+    ks: Vec<Option<OptimisticTxKeyspace>>,
     sync_full: bool,
 }
 
@@ -28,27 +28,23 @@ fn fx(e: fjall::Error) -> TxError {
 }
 
 impl FjallStore {
-    pub fn open(cfg: &crate::engine::EngineConfig) -> Result<FjallStore, String> {
+    /// fjall with the keyspaces `tables`.
+    pub fn open(cfg: &crate::engine::EngineConfig, tables: &[Table]) -> Result<FjallStore, String> {
         let db = OptimisticTxDatabase::builder(&cfg.dir)
             .cache_size(cfg.cache_bytes)
             .journal_compression(CompressionType::None)
             .open()
             .map_err(|e| format!("fjall: open {}: {e}", cfg.dir.display()))?;
-        let ks = Table::ALL
-            .iter()
-            .map(|t| {
-                db.keyspace(t.name(), || {
-                    KeyspaceCreateOptions::default()
-                        .data_block_compression_policy(CompressionPolicy::all(
-                            CompressionType::None,
-                        ))
-                        .filter_policy(FilterPolicy::all(FilterPolicyEntry::Bloom(
-                            BloomConstructionPolicy::BitsPerKey(10.0),
-                        )))
-                })
+        let ks = open_handles(tables, |t| {
+            db.keyspace(t.name(), || {
+                KeyspaceCreateOptions::default()
+                    .data_block_compression_policy(CompressionPolicy::all(CompressionType::None))
+                    .filter_policy(FilterPolicy::all(FilterPolicyEntry::Bloom(
+                        BloomConstructionPolicy::BitsPerKey(10.0),
+                    )))
             })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("fjall: keyspace: {e}"))?;
+        })
+        .map_err(|e| format!("fjall: keyspace: {e}"))?;
         Ok(FjallStore {
             db,
             ks,
@@ -72,12 +68,12 @@ enum Tx {
 
 pub struct FjallTxn<'a> {
     t: Tx,
-    ks: &'a [OptimisticTxKeyspace],
+    ks: &'a [Option<OptimisticTxKeyspace>],
 }
 
 impl KvTxn for FjallTxn<'_> {
     fn get(&mut self, t: Table, k: &[u8]) -> TxResult<Option<Vec<u8>>> {
-        let ks = &self.ks[t.index()];
+        let ks = handle(self.ks, t)?;
         match &self.t {
             Tx::Write(x) => x.get(ks, k),
             Tx::Read(x) => x.get(ks, k),
@@ -92,7 +88,7 @@ impl KvTxn for FjallTxn<'_> {
     fn put(&mut self, t: Table, k: &[u8], v: &[u8]) -> TxResult<()> {
         match &mut self.t {
             Tx::Write(x) => {
-                x.insert(&self.ks[t.index()], k, v);
+                x.insert(handle(self.ks, t)?, k, v);
                 Ok(())
             }
             Tx::Read(_) => Err(TxError::Fatal(
@@ -103,7 +99,7 @@ impl KvTxn for FjallTxn<'_> {
     fn delete(&mut self, t: Table, k: &[u8]) -> TxResult<()> {
         match &mut self.t {
             Tx::Write(x) => {
-                x.remove(&self.ks[t.index()], k);
+                x.remove(handle(self.ks, t)?, k);
                 Ok(())
             }
             Tx::Read(_) => Err(TxError::Fatal(
@@ -120,7 +116,7 @@ impl KvTxn for FjallTxn<'_> {
         reverse: bool,
         each: &mut dyn FnMut(&[u8], &[u8]),
     ) -> TxResult<usize> {
-        let ks = &self.ks[t.index()];
+        let ks = handle(self.ks, t)?;
         let r = (Bound::Included(lo), Bound::Excluded(hi));
         let mut it = match &self.t {
             Tx::Write(x) => x.range::<&[u8], _>(ks, r),
@@ -166,7 +162,8 @@ impl KvStore for FjallStore {
             .map_err(|e| format!("fjall: {e}"))?
             .durability(self.persist());
         for (t, k, v) in kvs {
-            tx.insert(&self.ks[t.index()], k.as_slice(), v.as_slice());
+            let ks = handle(&self.ks, *t).map_err(|e| format!("fjall: load: {e:?}"))?;
+            tx.insert(ks, k.as_slice(), v.as_slice());
         }
         match tx.commit().map_err(|e| format!("fjall: load: {e}"))? {
             Ok(()) => Ok(()),
@@ -180,7 +177,7 @@ impl KvStore for FjallStore {
     }
 
     fn settle(&self) -> Result<(), String> {
-        for ks in &self.ks {
+        for ks in self.ks.iter().flatten() {
             ks.inner()
                 .rotate_memtable_and_wait()
                 .map_err(|e| format!("fjall: flush: {e}"))?;

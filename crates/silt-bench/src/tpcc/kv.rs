@@ -23,7 +23,10 @@
 
 use super::*;
 
-/// The keyspaces, in the order engines create them.
+/// The keyspaces, in the order engines create them: TPC-C's ([`Table::TPCC`]) and the
+/// iibench table of `queue_indexed` and `txn_batch_sweep` ([`Table::IIB`], `crate::iib`).
+/// A store opens the keyspaces of one workload (`open(cfg, tables)`); a transaction that
+/// names another fails (`TxError::Fatal`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Table {
     Warehouse,
@@ -37,10 +40,18 @@ pub enum Table {
     OrderLine,
     Item,
     Stock,
+    /// iibench's `purchases_index`: transactionid → the row.
+    Purchases,
+    /// Index `marketsegment` (price, customerid, transactionid) → empty.
+    Marketsegment,
+    /// Index `registersegment` (cashregisterid, price, customerid, transactionid) → empty.
+    Registersegment,
+    /// Index `pdc` (price, dateandtime, customerid, transactionid) → empty.
+    Pdc,
 }
 
 impl Table {
-    pub const ALL: [Table; 11] = [
+    pub const ALL: [Table; 15] = [
         Table::Warehouse,
         Table::District,
         Table::Customer,
@@ -52,6 +63,33 @@ impl Table {
         Table::OrderLine,
         Table::Item,
         Table::Stock,
+        Table::Purchases,
+        Table::Marketsegment,
+        Table::Registersegment,
+        Table::Pdc,
+    ];
+
+    /// TPC-C's keyspaces.
+    pub const TPCC: [Table; 11] = [
+        Table::Warehouse,
+        Table::District,
+        Table::Customer,
+        Table::CustomerName,
+        Table::History,
+        Table::NewOrder,
+        Table::Order,
+        Table::OrderCustomer,
+        Table::OrderLine,
+        Table::Item,
+        Table::Stock,
+    ];
+
+    /// The iibench table and its three secondary indexes (`crate::iib`).
+    pub const IIB: [Table; 4] = [
+        Table::Purchases,
+        Table::Marketsegment,
+        Table::Registersegment,
+        Table::Pdc,
     ];
 
     pub fn name(self) -> &'static str {
@@ -67,12 +105,36 @@ impl Table {
             Table::OrderLine => "order_line",
             Table::Item => "item",
             Table::Stock => "stock",
+            Table::Purchases => "purchases_index",
+            Table::Marketsegment => "marketsegment",
+            Table::Registersegment => "registersegment",
+            Table::Pdc => "pdc",
         }
     }
 
     pub fn index(self) -> usize {
         self as usize
     }
+}
+
+/// The handle of keyspace `t` among a store's handles (one slot per [`Table::ALL`], `None`
+/// where the store did not open that keyspace).
+pub fn handle<H>(hs: &[Option<H>], t: Table) -> TxResult<&H> {
+    hs.get(t.index())
+        .and_then(Option::as_ref)
+        .ok_or_else(|| TxError::Fatal(format!("keyspace {} is not open", t.name())))
+}
+
+/// One slot per [`Table::ALL`]: `open(t)` for the tables in `tables`, `None` elsewhere.
+pub fn open_handles<H, E>(
+    tables: &[Table],
+    mut open: impl FnMut(Table) -> Result<H, E>,
+) -> Result<Vec<Option<H>>, E> {
+    let mut hs: Vec<Option<H>> = Table::ALL.iter().map(|_| None).collect();
+    for &t in tables {
+        hs[t.index()] = Some(open(t)?);
+    }
+    Ok(hs)
 }
 
 /// One transaction of a [`KvStore`]. Dropped without [`KvTxn::commit`], it rolls back.
@@ -82,6 +144,12 @@ pub trait KvTxn {
     fn get_for_update(&mut self, t: Table, k: &[u8]) -> TxResult<Option<Vec<u8>>>;
     fn put(&mut self, t: Table, k: &[u8], v: &[u8]) -> TxResult<()>;
     fn delete(&mut self, t: Table, k: &[u8]) -> TxResult<()>;
+    /// Deletes a key written at most once since it was last deleted (so compaction may drop
+    /// the put and the tombstone together), where the engine has such a delete in its
+    /// transactions; a plain [`KvTxn::delete`] elsewhere.
+    fn single_delete(&mut self, t: Table, k: &[u8]) -> TxResult<()> {
+        self.delete(t, k)
+    }
     /// Calls `each` on up to `limit` pairs with `lo <= key < hi`, ascending (or descending
     /// with `reverse`); returns how many.
     fn scan(
@@ -107,6 +175,10 @@ pub trait KvStore: Send + Sync {
     /// Writes the pairs, untimed, not necessarily atomically (the initial load).
     fn load(&self, kvs: &[(Table, Vec<u8>, Vec<u8>)]) -> Result<(), String>;
     fn mode(&self) -> String;
+    /// Whether [`KvTxn::single_delete`] is the engine's own single delete.
+    fn has_single_delete(&self) -> bool {
+        false
+    }
     fn settle(&self) -> Result<(), String> {
         Ok(())
     }
@@ -855,27 +927,34 @@ fn all<T: KvTxn>(t: &mut T, table: Table, each: &mut dyn FnMut(&[u8], &[u8])) ->
 /// and isolation level; the load is plain `WriteBatch`es.
 pub struct SiltStore {
     engine: crate::engine::SiltEngine,
-    cfs: Vec<silt::ColumnFamily>,
+    cfs: Vec<Option<silt::ColumnFamily>>,
     opts: silt::TxnOptions,
 }
 
 impl SiltStore {
+    /// silt with the keyspaces `tables`, each transaction at `isolation` and `concurrency`
+    /// (and `TxnOptions`' other defaults: see [`SiltStore::max_txn_bytes`]).
     pub fn open(
         cfg: &crate::engine::EngineConfig,
+        tables: &[Table],
         isolation: silt::IsolationLevel,
         concurrency: silt::Concurrency,
     ) -> Result<SiltStore, String> {
         let engine = crate::engine::SiltEngine::open(cfg, true)?;
-        let cfs = Table::ALL
-            .iter()
-            .map(|t| engine.db.create_cf(t.name()))
-            .collect::<Result<Vec<_>, _>>()
+        let cfs = open_handles(tables, |t| engine.db.create_cf(t.name()))
             .map_err(|e| format!("silt: create_cf: {e}"))?;
         Ok(SiltStore {
             engine,
             cfs,
             opts: silt::TxnOptions::new(isolation, concurrency),
         })
+    }
+
+    /// Raises (or lowers) the most one transaction may buffer (`TxnOptions::max_bytes`,
+    /// default 1 GiB; past it a write fails with `TransactionTooLarge`).
+    pub fn max_txn_bytes(mut self, bytes: u64) -> SiltStore {
+        self.opts.max_bytes = bytes;
+        self
     }
 }
 
@@ -889,23 +968,28 @@ fn silt_tx(e: silt::Error) -> TxError {
 
 pub struct SiltTxn<'a> {
     t: silt::Txn,
-    cfs: &'a [silt::ColumnFamily],
+    cfs: &'a [Option<silt::ColumnFamily>],
 }
 
 impl KvTxn for SiltTxn<'_> {
     fn get(&mut self, t: Table, k: &[u8]) -> TxResult<Option<Vec<u8>>> {
-        self.t.get_cf(&self.cfs[t.index()], k).map_err(silt_tx)
+        self.t.get_cf(handle(self.cfs, t)?, k).map_err(silt_tx)
     }
     fn get_for_update(&mut self, t: Table, k: &[u8]) -> TxResult<Option<Vec<u8>>> {
         self.t
-            .get_for_update_cf(&self.cfs[t.index()], k)
+            .get_for_update_cf(handle(self.cfs, t)?, k)
             .map_err(silt_tx)
     }
     fn put(&mut self, t: Table, k: &[u8], v: &[u8]) -> TxResult<()> {
-        self.t.put_cf(&self.cfs[t.index()], k, v).map_err(silt_tx)
+        self.t.put_cf(handle(self.cfs, t)?, k, v).map_err(silt_tx)
     }
     fn delete(&mut self, t: Table, k: &[u8]) -> TxResult<()> {
-        self.t.delete_cf(&self.cfs[t.index()], k).map_err(silt_tx)
+        self.t.delete_cf(handle(self.cfs, t)?, k).map_err(silt_tx)
+    }
+    fn single_delete(&mut self, t: Table, k: &[u8]) -> TxResult<()> {
+        self.t
+            .single_delete_cf(handle(self.cfs, t)?, k)
+            .map_err(silt_tx)
     }
     fn scan(
         &mut self,
@@ -916,7 +1000,7 @@ impl KvTxn for SiltTxn<'_> {
         reverse: bool,
         each: &mut dyn FnMut(&[u8], &[u8]),
     ) -> TxResult<usize> {
-        let mut it = self.t.range_cf(&self.cfs[t.index()], lo..hi);
+        let mut it = self.t.range_cf(handle(self.cfs, t)?, lo..hi);
         let mut n = 0;
         while n < limit {
             let next = if reverse {
@@ -953,7 +1037,11 @@ impl KvStore for SiltStore {
     fn load(&self, kvs: &[(Table, Vec<u8>, Vec<u8>)]) -> Result<(), String> {
         let mut b = silt::WriteBatch::new();
         for (t, k, v) in kvs {
-            b.put_cf(&self.cfs[t.index()], k, v);
+            b.put_cf(
+                handle(&self.cfs, *t).map_err(|e| format!("silt: load: {e:?}"))?,
+                k,
+                v,
+            );
         }
         self.engine
             .db
@@ -963,6 +1051,10 @@ impl KvStore for SiltStore {
 
     fn mode(&self) -> String {
         format!("silt {:?} {:?}", self.opts.concurrency, self.opts.isolation)
+    }
+
+    fn has_single_delete(&self) -> bool {
+        true
     }
 
     /// A flush, then until compaction is quiet (`SiltEngine::wait_idle` waits for level 0

@@ -189,7 +189,7 @@ pub fn open(name: &str, cfg: &crate::engine::EngineConfig) -> Result<Box<dyn Tpc
     use silt::{Concurrency as C, IsolationLevel as I};
     let silt = |i, c| -> Result<Box<dyn TpccDb>, String> {
         Ok(Box::new(kv::KvTpcc {
-            store: kv::SiltStore::open(cfg, i, c)?,
+            store: kv::SiltStore::open(cfg, &kv::Table::TPCC, i, c)?,
         }))
     };
     match name {
@@ -201,23 +201,23 @@ pub fn open(name: &str, cfg: &crate::engine::EngineConfig) -> Result<Box<dyn Tpc
         "sqlite" => Ok(Box::new(sql::SqliteTpcc::open(cfg)?)),
         #[cfg(feature = "fjall")]
         "fjall" => Ok(Box::new(kv::KvTpcc {
-            store: fj::FjallStore::open(cfg)?,
+            store: fj::FjallStore::open(cfg, &kv::Table::TPCC)?,
         })),
         #[cfg(feature = "tidesdb")]
         "tidesdb" => Ok(Box::new(kv::KvTpcc {
-            store: tides::TidesStore::open(cfg)?,
+            store: tides::TidesStore::open(cfg, &kv::Table::TPCC)?,
         })),
         #[cfg(feature = "redb")]
         "redb" => Ok(Box::new(kv::KvTpcc {
-            store: rd::RedbStore::open(cfg)?,
+            store: rd::RedbStore::open(cfg, &kv::Table::TPCC)?,
         })),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => Ok(Box::new(kv::KvTpcc {
-            store: rocks::RocksStore::open(cfg, false)?,
+            store: rocks::RocksStore::open(cfg, &kv::Table::TPCC, false)?,
         })),
         #[cfg(feature = "rocksdb")]
         "rocksdb-occ" => Ok(Box::new(kv::KvTpcc {
-            store: rocks::RocksStore::open(cfg, true)?,
+            store: rocks::RocksStore::open(cfg, &kv::Table::TPCC, true)?,
         })),
         other => Err(format!(
             "tpcc has no adapter for engine {other:?} (tpcc engines: {})",

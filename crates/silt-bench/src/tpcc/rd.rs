@@ -27,7 +27,8 @@ pub struct RedbStore {
 }
 
 impl RedbStore {
-    pub fn open(cfg: &crate::engine::EngineConfig) -> Result<RedbStore, String> {
+    /// redb with the tables `tables` (the file is `tpcc.redb` whatever they are).
+    pub fn open(cfg: &crate::engine::EngineConfig, tables: &[Table]) -> Result<RedbStore, String> {
         let e = |e: &dyn std::fmt::Display| format!("redb: {e}");
         std::fs::create_dir_all(&cfg.dir)
             .map_err(|x| format!("redb: create {}: {x}", cfg.dir.display()))?;
@@ -36,7 +37,7 @@ impl RedbStore {
             .create(cfg.dir.join("tpcc.redb"))
             .map_err(|x| e(&x))?;
         let tx = db.begin_write().map_err(|x| e(&x))?;
-        for t in Table::ALL {
+        for &t in tables {
             tx.open_table(def(t)).map_err(|x| e(&x))?;
         }
         tx.commit().map_err(|x| e(&x))?;

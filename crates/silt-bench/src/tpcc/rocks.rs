@@ -35,6 +35,7 @@ enum Db {
 
 pub struct RocksStore {
     db: Db,
+    tables: Vec<Table>,
     wo: WriteOptions,
     _cache: Cache,
 }
@@ -49,7 +50,13 @@ fn rx(e: rocksdb::Error) -> TxError {
 }
 
 impl RocksStore {
-    pub fn open(cfg: &crate::engine::EngineConfig, optimistic: bool) -> Result<RocksStore, String> {
+    /// RocksDB with the column families `tables`: `TransactionDB`, or
+    /// `OptimisticTransactionDB` if `optimistic`.
+    pub fn open(
+        cfg: &crate::engine::EngineConfig,
+        tables: &[Table],
+        optimistic: bool,
+    ) -> Result<RocksStore, String> {
         let cache = Cache::new_lru_cache(cfg.cache_bytes as usize);
         let mut table = BlockBasedOptions::default();
         table.set_block_cache(&cache);
@@ -64,7 +71,7 @@ impl RocksStore {
         opts.create_if_missing(true);
         opts.create_missing_column_families(true);
         opts.set_wal_compression_type(DBCompressionType::None);
-        let cfs: Vec<ColumnFamilyDescriptor> = Table::ALL
+        let cfs: Vec<ColumnFamilyDescriptor> = tables
             .iter()
             .map(|t| ColumnFamilyDescriptor::new(t.name(), cf_opts.clone()))
             .collect();
@@ -81,17 +88,18 @@ impl RocksStore {
         wo.set_sync(cfg.sync_full);
         Ok(RocksStore {
             db,
+            tables: tables.to_vec(),
             wo,
             _cache: cache,
         })
     }
 
-    fn cf(&self, t: Table) -> &rocksdb::ColumnFamily {
+    fn cf(&self, t: Table) -> TxResult<&rocksdb::ColumnFamily> {
         match &self.db {
             Db::Pess(db) => db.cf_handle(t.name()),
             Db::Occ(db) => db.cf_handle(t.name()),
         }
-        .expect("every keyspace was created at open")
+        .ok_or_else(|| TxError::Fatal(format!("rocksdb: column family {} is not open", t.name())))
     }
 
     /// A RocksDB integer property (`None` for the single-threaded `TransactionDB`, which
@@ -138,20 +146,20 @@ impl RocksTxn<'_> {
 
 impl KvTxn for RocksTxn<'_> {
     fn get(&mut self, t: Table, k: &[u8]) -> TxResult<Option<Vec<u8>>> {
-        let cf = self.store.cf(t);
+        let cf = self.store.cf(t)?;
         let ro = self.read_opts();
         on!(self, x => x.get_cf_opt(cf, k, &ro)).map_err(rx)
     }
     fn get_for_update(&mut self, t: Table, k: &[u8]) -> TxResult<Option<Vec<u8>>> {
-        let cf = self.store.cf(t);
+        let cf = self.store.cf(t)?;
         on!(self, x => x.get_for_update_cf(cf, k, true)).map_err(rx)
     }
     fn put(&mut self, t: Table, k: &[u8], v: &[u8]) -> TxResult<()> {
-        let cf = self.store.cf(t);
+        let cf = self.store.cf(t)?;
         on!(self, x => x.put_cf(cf, k, v)).map_err(rx)
     }
     fn delete(&mut self, t: Table, k: &[u8]) -> TxResult<()> {
-        let cf = self.store.cf(t);
+        let cf = self.store.cf(t)?;
         on!(self, x => x.delete_cf(cf, k)).map_err(rx)
     }
     fn scan(
@@ -163,7 +171,7 @@ impl KvTxn for RocksTxn<'_> {
         reverse: bool,
         each: &mut dyn FnMut(&[u8], &[u8]),
     ) -> TxResult<usize> {
-        let cf = self.store.cf(t);
+        let cf = self.store.cf(t)?;
         let mut ro = self.read_opts();
         ro.set_iterate_lower_bound(lo);
         ro.set_iterate_upper_bound(hi);
@@ -225,7 +233,11 @@ impl KvStore for RocksStore {
     fn load(&self, kvs: &[(Table, Vec<u8>, Vec<u8>)]) -> Result<(), String> {
         let mut b = WriteBatchWithTransaction::<true>::default();
         for (t, k, v) in kvs {
-            b.put_cf(self.cf(*t), k, v);
+            b.put_cf(
+                self.cf(*t).map_err(|e| format!("rocksdb: load: {e:?}"))?,
+                k,
+                v,
+            );
         }
         match &self.db {
             Db::Pess(db) => db.write_opt(b, &self.wo),
@@ -243,8 +255,8 @@ impl KvStore for RocksStore {
 
     /// Flushes every column family, then waits until no compaction is pending or running.
     fn settle(&self) -> Result<(), String> {
-        for t in Table::ALL {
-            let cf = self.cf(t);
+        for &t in &self.tables {
+            let cf = self.cf(t).map_err(|e| format!("rocksdb: flush: {e:?}"))?;
             match &self.db {
                 Db::Pess(db) => db.flush_cf(cf),
                 Db::Occ(db) => db.flush_cf(cf),

@@ -11,7 +11,7 @@ use tidesdb::{
     Transaction,
 };
 
-use super::kv::{KvStore, KvTxn, Table};
+use super::kv::{handle, open_handles, KvStore, KvTxn, Table};
 use super::*;
 
 fn tx(e: tidesdb::Error) -> TxError {
@@ -24,14 +24,15 @@ fn tx(e: tidesdb::Error) -> TxError {
 
 pub struct TidesStore {
     /// Borrow `*db`; dropped before it (see `Drop`).
-    cfs: Vec<ColumnFamily<'static>>,
+    cfs: Vec<Option<ColumnFamily<'static>>>,
     /// Leaked in `open` so the column family handles can borrow it for `'static`; freed
     /// (and so closed) in `Drop`, after them.
     db: &'static TidesDB,
 }
 
 impl TidesStore {
-    pub fn open(cfg: &crate::engine::EngineConfig) -> Result<TidesStore, String> {
+    /// TidesDB with the column families `tables`.
+    pub fn open(cfg: &crate::engine::EngineConfig, tables: &[Table]) -> Result<TidesStore, String> {
         let e = |e: tidesdb::Error| format!("tidesdb: {e}");
         let sync = if cfg.sync_full {
             SyncMode::Full
@@ -45,23 +46,26 @@ impl TidesStore {
         let db = TidesDB::open(config)
             .map_err(|x| format!("tidesdb: open {}: {x}", cfg.dir.display()))?;
         let db: &'static TidesDB = Box::leak(Box::new(db));
-        let mut cfs = Vec::new();
-        for t in Table::ALL {
-            let cf = match db.get_column_family(t.name()) {
-                Ok(cf) => cf,
-                Err(x) if x.is_not_found() => {
-                    db.create_column_family(
-                        t.name(),
-                        ColumnFamilyConfig::new().enable_bloom_filter(true),
-                    )
-                    .map_err(e)?;
-                    db.get_column_family(t.name()).map_err(e)?
-                }
-                Err(x) => return Err(e(x)),
-            };
-            cfs.push(cf);
+        let cfs = open_handles(tables, |t| match db.get_column_family(t.name()) {
+            Ok(cf) => Ok(cf),
+            Err(x) if x.is_not_found() => {
+                db.create_column_family(
+                    t.name(),
+                    ColumnFamilyConfig::new().enable_bloom_filter(true),
+                )
+                .map_err(e)?;
+                db.get_column_family(t.name()).map_err(e)
+            }
+            Err(x) => Err(e(x)),
+        });
+        match cfs {
+            Ok(cfs) => Ok(TidesStore { cfs, db }),
+            Err(x) => {
+                // SAFETY: as in `Drop`: leaked above, and no handle of it is left.
+                unsafe { drop(Box::from_raw(db as *const TidesDB as *mut TidesDB)) };
+                Err(x)
+            }
         }
-        Ok(TidesStore { cfs, db })
     }
 }
 
@@ -76,12 +80,12 @@ impl Drop for TidesStore {
 
 pub struct TidesTxn<'a> {
     t: Transaction<'static>,
-    cfs: &'a [ColumnFamily<'static>],
+    cfs: &'a [Option<ColumnFamily<'static>>],
 }
 
 impl KvTxn for TidesTxn<'_> {
     fn get(&mut self, t: Table, k: &[u8]) -> TxResult<Option<Vec<u8>>> {
-        match self.t.get(&self.cfs[t.index()], k) {
+        match self.t.get(handle(self.cfs, t)?, k) {
             Ok(v) => Ok(Some(v)),
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(tx(e)),
@@ -92,10 +96,13 @@ impl KvTxn for TidesTxn<'_> {
         self.get(t, k)
     }
     fn put(&mut self, t: Table, k: &[u8], v: &[u8]) -> TxResult<()> {
-        self.t.put(&self.cfs[t.index()], k, v).map_err(tx)
+        self.t.put(handle(self.cfs, t)?, k, v).map_err(tx)
     }
     fn delete(&mut self, t: Table, k: &[u8]) -> TxResult<()> {
-        self.t.delete(&self.cfs[t.index()], k).map_err(tx)
+        self.t.delete(handle(self.cfs, t)?, k).map_err(tx)
+    }
+    fn single_delete(&mut self, t: Table, k: &[u8]) -> TxResult<()> {
+        self.t.single_delete(handle(self.cfs, t)?, k).map_err(tx)
     }
     fn scan(
         &mut self,
@@ -106,7 +113,7 @@ impl KvTxn for TidesTxn<'_> {
         reverse: bool,
         each: &mut dyn FnMut(&[u8], &[u8]),
     ) -> TxResult<usize> {
-        let cf = &self.cfs[t.index()];
+        let cf = handle(self.cfs, t)?;
         let mut it = self.t.new_range_iterator(cf, lo, hi).map_err(tx)?;
         if reverse {
             it.seek_for_prev(hi).map_err(tx)?;
@@ -158,13 +165,18 @@ impl KvStore for TidesStore {
         let e = |e: tidesdb::Error| format!("tidesdb: load: {e}");
         let mut t = self.db.begin_transaction().map_err(e)?;
         for (table, k, v) in kvs {
-            t.put(&self.cfs[table.index()], k, v).map_err(e)?;
+            let cf = handle(&self.cfs, *table).map_err(|x| format!("tidesdb: load: {x:?}"))?;
+            t.put(cf, k, v).map_err(e)?;
         }
         t.commit().map_err(e)
     }
 
     fn mode(&self) -> String {
         "tidesdb Serializable (read-only at Snapshot)".into()
+    }
+
+    fn has_single_delete(&self) -> bool {
+        true
     }
 
     fn settle(&self) -> Result<(), String> {
@@ -177,7 +189,7 @@ impl KvStore for TidesStore {
         crate::engine::settle(std::time::Duration::from_secs(120), &|| {
             (
                 0,
-                self.db.is_flushing() || self.cfs.iter().any(|c| c.is_compacting()),
+                self.db.is_flushing() || self.cfs.iter().flatten().any(|c| c.is_compacting()),
             )
         });
         Ok(())
