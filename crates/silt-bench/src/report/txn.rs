@@ -440,10 +440,13 @@ fn queue_chart(path: &Path, cells: &[(Key, Vec<&EngineResult>)]) -> Result<Optio
     Ok(None)
 }
 
+/// log10 of the batch size, µs per row, peak RSS MiB.
+type SweepPoint = (f64, f64, f64);
+
 /// Time per row (top) and peak RSS (bottom) by rows per transaction, log-log, a line per
 /// engine (and row count).
 fn sweep_chart(path: &Path, cells: &[(Key, Vec<&EngineResult>)]) -> Result<Option<String>, String> {
-    let mut series: BTreeMap<(String, u64), Vec<(f64, f64, f64)>> = BTreeMap::new();
+    let mut series: BTreeMap<(String, u64), Vec<SweepPoint>> = BTreeMap::new();
     for ((c, e), rows) in cells {
         let (Some(t), Some(rss)) = (
             med(rows, us_per_row),
@@ -473,7 +476,7 @@ fn sweep_chart(path: &Path, cells: &[(Key, Vec<&EngineResult>)]) -> Result<Optio
             e.clone()
         }
     };
-    let mk = |pick: fn(&(f64, f64, f64)) -> f64| -> Vec<Line> {
+    let mk = |pick: fn(&SweepPoint) -> f64| -> Vec<Line> {
         series
             .iter()
             .map(|((e, n), pts)| Line {
