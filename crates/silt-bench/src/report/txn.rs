@@ -151,7 +151,7 @@ pub(super) fn section(
             .map(|((c, e), rows)| {
                 vec![
                     format!(
-                        "tpcc, {} threads, {} warehouses",
+                        "tpcc, {} threads, warehouses: {}",
                         c.threads,
                         rows[0].warehouses.unwrap_or(0)
                     ),
