@@ -42,7 +42,7 @@
 //! 20 s, the queue 60 s on 100,000 rows, the sweep 200,000 rows at 100 … 200,000 rows per
 //! transaction) should take about 12 minutes here with five engines (scaled from the cell
 //! times of BENCHMARKS.md's run, which is not timed at these sizes); that run (tpcc
-//! 30 s, the queue 90 s, the sweep 1M rows up to 1M per transaction) took about 31.
+//! 30 s, the queue 90 s, the sweep 1M rows up to 1M per transaction) took 42 minutes.
 //! Same outputs.
 
 use std::io::Write;
