@@ -40,9 +40,9 @@
 //! `--queue-duration` s, `--queue-batch` rows per transaction) and txn_batch_sweep
 //! (`--sweep-rows` at each of `--sweep-batch` rows per transaction). The defaults (tpcc
 //! 20 s, the queue 60 s on 100,000 rows, the sweep 200,000 rows at 100 … 200,000 rows per
-//! transaction) should take about 12 minutes here with five engines (scaled from the cell
-//! times of BENCHMARKS.md's run, which is not timed at these sizes); that run (tpcc
-//! 30 s, the queue 90 s, the sweep 1M rows up to 1M per transaction) took 42 minutes.
+//! transaction) took 11 min 47 s here with five engines (2026-11-26, a loaded 2-vCPU
+//! machine); BENCHMARKS.md's run (tpcc 30 s, the queue 90 s, the sweep 1M rows up to 1M
+//! per transaction) took 42 minutes.
 //! Same outputs.
 
 use std::io::Write;
