@@ -243,6 +243,8 @@ unsafe impl Sync for MemIter {}
 impl MemIter {
     fn set(&mut self, n: *const Node) {
         self.cur = if !n.is_null() && cf_of(self.mem.list.get(n).key()) == self.cf {
+            // The next step's node loads while the caller uses this one.
+            self.mem.list.prefetch_next(n);
             n
         } else {
             std::ptr::null()
