@@ -669,3 +669,75 @@ fn load_reads_standard_input() {
         .code(1)
         .stderr(contains("line 2"));
 }
+
+#[test]
+fn stats_shows_the_live_counters_of_the_process_holding_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    fixture(&db);
+    let stats = |db: &Path| -> serde_json::Value {
+        let out = silt(db)
+            .args(["stats", "--format", "json"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        serde_json::from_slice(&out).unwrap()
+    };
+    // Nobody holds it: the cold view, and no live counters.
+    let cold = stats(&db);
+    assert!(
+        cold["live"]["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("absent"),
+        "{cold}"
+    );
+    assert!(cold["levels"].is_array());
+
+    let holder = silt::Db::builder(&db)
+        .wal_segment_bytes(64 << 10)
+        .stats_dump_period(Some(std::time::Duration::from_millis(20)))
+        .open()
+        .unwrap();
+    for i in 0..50u32 {
+        holder.put(format!("live{i}").as_bytes(), b"x").unwrap();
+    }
+    let want = holder.stats().user_bytes;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let live = loop {
+        let s = stats(&db);
+        if s["live"]["user_bytes"].as_u64().unwrap_or(0) >= want {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no live counters: {s}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let l = &live["live"];
+    assert_eq!(l["status"], "live", "{live}");
+    assert_eq!(l["pid"], std::process::id(), "{live}");
+    assert_eq!(l["writer_running"], true, "{live}");
+    assert!(
+        l["write_amp"].is_number() && l["level.0.tables"].is_u64(),
+        "{live}"
+    );
+    // The table form shows the section too.
+    silt(&db)
+        .arg("stats")
+        .assert()
+        .success()
+        .stdout(contains("live:").and(contains("user_bytes")));
+    holder.close().unwrap();
+    let after = stats(&db);
+    assert!(
+        after["live"]["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("absent"),
+        "{after}"
+    );
+}
