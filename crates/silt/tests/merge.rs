@@ -238,7 +238,10 @@ fn a_compaction_meeting_an_operand_the_operator_rejects_keeps_the_operands() {
     assert!(db.background_error().is_none());
     let kinds = stored(dir.path(), b"bad");
     assert_eq!(kinds.last(), Some(&Kind::Put), "{kinds:?}");
-    assert!(kinds.iter().filter(|k| **k == Kind::Merge).count() >= 1, "{kinds:?}");
+    assert!(
+        kinds.iter().filter(|k| **k == Kind::Merge).count() >= 1,
+        "{kinds:?}"
+    );
     let e = db.get(b"bad").unwrap_err();
     assert!(
         matches!(e, Error::InvalidArgument(ref m) if m.contains("8")),
