@@ -237,6 +237,7 @@ pub fn manifest_dump(ctx: &Ctx) -> Result<ExitCode, String> {
 
 pub fn stats(ctx: &Ctx) -> Result<ExitCode, String> {
     let db = ctx.open_read_only()?;
+    let live_counters = live_facts(ctx)?;
     let s = db.stats();
     let live: u64 = s.levels.iter().map(|l| l.bytes).sum::<u64>() + s.blob_file_bytes;
     let last = s
@@ -281,6 +282,57 @@ pub fn stats(ctx: &Ctx) -> Result<ExitCode, String> {
                 ),
             ],
         )
+        .facts(
+            "live",
+            live_counters
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.clone()))
+                .collect(),
+        )
         .print(ctx.format);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The counters of the handle that holds the database, from its `STATS` file
+/// (`docs/format/stats.md`), with how old they are and whether its process still runs.
+fn live_facts(ctx: &Ctx) -> Result<Vec<(String, Value)>, String> {
+    let Some(f) = silt::inspect::live_stats(ctx.db_path()?).map_err(err)? else {
+        return Ok(vec![(
+            "status".to_string(),
+            json!(
+                "absent: no open handle has written STATS (none holds the database, its \
+                   dumps are off, or it opened less than one period ago)"
+            ),
+        )]);
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let age_ms = now_ms.saturating_sub(f.written_unix_ms);
+    let running = f.writer_running();
+    // Live: its writer runs and it is at most three periods old.
+    let status = match running {
+        Some(false) => "stale: the process that wrote it is gone",
+        _ if age_ms > 3 * f.period_ms.max(1) => "stale: older than three dump periods",
+        _ => "live",
+    };
+    let mut facts: Vec<(String, Value)> = [
+        ("status", json!(status)),
+        ("pid", json!(f.pid)),
+        ("writer_running", json!(running)),
+        ("age_ms", json!(age_ms)),
+        ("period_ms", json!(f.period_ms)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    for (name, value) in &f.counters {
+        let v = value
+            .parse::<u64>()
+            .map(Value::from)
+            .or_else(|_| value.parse::<f64>().map(Value::from))
+            .unwrap_or_else(|_| json!(value));
+        facts.push((name.clone(), v));
+    }
+    Ok(facts)
 }

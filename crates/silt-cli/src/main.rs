@@ -157,8 +157,9 @@ enum Command {
         #[command(subcommand)]
         op: DumpOp,
     },
-    /// Levels, sizes, amplification, cache, stalls (read from the files by a read-only
-    /// open: counters of this process, so cache and stalls start at zero).
+    /// Levels, sizes, amplification, cache, stalls: cold from the files (a read-only
+    /// open), and live — the counters of the process that holds the database, from the
+    /// STATS file it rewrites every 10 s (docs/format/stats.md) — with their age.
     Stats,
     /// Check every checksum of every live file (exit 1 naming the first bad file and
     /// offset).

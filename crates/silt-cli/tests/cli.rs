@@ -526,3 +526,218 @@ fn put_with_a_ttl_expires() {
         .assert()
         .code(2);
 }
+
+/// The log's segment file holding `needle`, and where.
+fn find_in_log(db: &Path, needle: &[u8]) -> (std::path::PathBuf, usize) {
+    for e in std::fs::read_dir(db.join("wal")).unwrap() {
+        let p = e.unwrap().path();
+        let bytes = std::fs::read(&p).unwrap();
+        if let Some(at) = bytes.windows(needle.len()).position(|w| w == needle) {
+            return (p, at);
+        }
+    }
+    panic!("{:?} is in no log segment", String::from_utf8_lossy(needle));
+}
+
+fn flip_byte(path: &Path, at: usize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[at] ^= 0x5a;
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// `wal dump --format json`'s `log` facts.
+fn wal_facts(db: &Path) -> serde_json::Value {
+    let out = silt(db)
+        .args(["wal", "dump", "--format", "json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    v["log"].clone()
+}
+
+#[test]
+fn wal_dump_tells_a_torn_tail_from_damage_in_the_middle() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let d = empty(&db);
+    for i in 0..20u32 {
+        d.put(
+            format!("key{i:02}").as_bytes(),
+            format!("VALUE-{i:02}-payload").as_bytes(),
+        )
+        .unwrap();
+    }
+    d.close().unwrap();
+    let clean = wal_facts(&db);
+    assert_eq!(clean["end"], "clean", "{clean}");
+    let records = clean["records"].as_u64().unwrap();
+    assert!(records >= 20, "{clean}");
+
+    // The last record damaged: nothing valid follows it, so a torn tail.
+    let tail = dir.path().join("tail");
+    copy_dir(&db, &tail);
+    let (seg, at) = find_in_log(&tail, b"VALUE-19-payload");
+    flip_byte(&seg, at + 3);
+    let f = wal_facts(&tail);
+    assert_eq!(f["end"], "torntail", "{f}");
+    assert_eq!(f["valid_records_after"], 0, "{f}");
+    assert_eq!(
+        f["bad_file"].as_str().unwrap(),
+        seg.display().to_string(),
+        "{f}"
+    );
+    assert!(f["bad_offset"].as_u64().unwrap() <= at as u64, "{f}");
+    assert_eq!(f["records"].as_u64().unwrap(), records - 1, "{f}");
+
+    // A record in the middle damaged: valid records follow it, so damage, not a tail,
+    // and the dump says how many it cannot replay.
+    let mid = dir.path().join("mid");
+    copy_dir(&db, &mid);
+    let (seg, at) = find_in_log(&mid, b"VALUE-05-payload");
+    flip_byte(&seg, at + 3);
+    let f = wal_facts(&mid);
+    let end = f["end"].as_str().unwrap();
+    assert!(end == "recordsfollow" || end == "durable_lost", "{f}");
+    assert!(f["valid_records_after"].as_u64().unwrap() >= 14, "{f}");
+    assert!(f["bad_offset"].as_u64().unwrap() <= at as u64, "{f}");
+    assert!(f["records"].as_u64().unwrap() < records, "{f}");
+    // The table form names the damage too.
+    silt(&mid)
+        .args(["wal", "dump"])
+        .assert()
+        .success()
+        .stdout(contains(end).and(contains("valid_records_after")));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else if e.file_name() != "LOCK" {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn load_reads_standard_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, copy) = (dir.path().join("db"), dir.path().join("copy"));
+    fixture(&db);
+    empty(&copy).close().unwrap();
+    let dump = silt(&db)
+        .arg("dump")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    silt(&copy)
+        .arg("load")
+        .write_stdin(dump.clone())
+        .assert()
+        .success();
+    silt(&copy)
+        .args(["get", "tail"])
+        .assert()
+        .success()
+        .stdout("in the log\n");
+    silt(&copy)
+        .args(["get", "--cf", "users", "u1"])
+        .assert()
+        .success()
+        .stdout("ada\n");
+    let again = silt(&copy)
+        .arg("dump")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(again, dump);
+    // A bad line on standard input names its line, as from a file.
+    silt(&copy)
+        .arg("load")
+        .write_stdin("silt-dump 1\nnot hex\n")
+        .assert()
+        .code(1)
+        .stderr(contains("line 2"));
+}
+
+#[test]
+fn stats_shows_the_live_counters_of_the_process_holding_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    fixture(&db);
+    let stats = |db: &Path| -> serde_json::Value {
+        let out = silt(db)
+            .args(["stats", "--format", "json"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        serde_json::from_slice(&out).unwrap()
+    };
+    // Nobody holds it: the cold view, and no live counters.
+    let cold = stats(&db);
+    assert!(
+        cold["live"]["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("absent"),
+        "{cold}"
+    );
+    assert!(cold["levels"].is_array());
+
+    let holder = silt::Db::builder(&db)
+        .wal_segment_bytes(64 << 10)
+        .stats_dump_period(Some(std::time::Duration::from_millis(20)))
+        .open()
+        .unwrap();
+    for i in 0..50u32 {
+        holder.put(format!("live{i}").as_bytes(), b"x").unwrap();
+    }
+    let want = holder.stats().user_bytes;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let live = loop {
+        let s = stats(&db);
+        if s["live"]["user_bytes"].as_u64().unwrap_or(0) >= want {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no live counters: {s}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let l = &live["live"];
+    assert_eq!(l["status"], "live", "{live}");
+    assert_eq!(l["pid"], std::process::id(), "{live}");
+    assert_eq!(l["writer_running"], true, "{live}");
+    assert!(
+        l["write_amp"].is_number() && l["level.0.tables"].is_u64(),
+        "{live}"
+    );
+    // The table form shows the section too.
+    silt(&db)
+        .arg("stats")
+        .assert()
+        .success()
+        .stdout(contains("live:").and(contains("user_bytes")));
+    holder.close().unwrap();
+    let after = stats(&db);
+    assert!(
+        after["live"]["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("absent"),
+        "{after}"
+    );
+}

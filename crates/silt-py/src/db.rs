@@ -66,6 +66,8 @@ use crate::view::{SnapshotState, Target, View};
 ///   l0_stall_tables=20, background_threads=2, wal_segment_bytes=64 MiB,
 ///   blob_threshold_bytes=1024 (None keeps every value in the tables),
 ///   blob_gc_garbage_ratio=0.5.
+///   stats_dump_period=10.0  seconds between writes of the STATS file that `silt stats`
+///                          reads from another process (None: never).
 ///
 /// Raises silt.LockedError if another handle (another process, or another open Db of
 /// this process) holds the directory (unless read_only), silt.IoError / silt.CorruptionError if it cannot

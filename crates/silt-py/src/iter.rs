@@ -88,59 +88,65 @@ const CHUNK_MAX: usize = 1024;
 /// Key and value bytes read ahead per chunk at most (a chunk holds at least one pair).
 const CHUNK_BYTES_MAX: usize = 1 << 20;
 
-type Pair = (Vec<u8>, Vec<u8>);
-
 struct State {
     /// `None` once exhausted or closed: dropping it unpins what it read.
     it: Option<silt::Iter>,
     reverse: bool,
-    buf: VecDeque<Pair>,
-    /// An error met while reading ahead, raised once `buf` is drained.
+    /// The pairs read ahead, key then value, back to back: one buffer reused from chunk to
+    /// chunk, filled through the engine's lending iterator, so reading ahead allocates
+    /// nothing per pair (the `bytes` objects made from it are the only copies).
+    bytes: Vec<u8>,
+    /// Per buffered pair, in order: where its key starts in `bytes`, the key's and the
+    /// value's lengths.
+    pairs: VecDeque<(usize, usize, usize)>,
+    /// An error met while reading ahead, raised once `pairs` is drained.
     error: Option<silt::Error>,
     chunk: usize,
 }
 
 impl State {
-    /// The next pair, reading a chunk ahead if none is buffered.
-    fn next(&mut self) -> silt::Result<Option<Pair>> {
-        if self.buf.is_empty() && self.error.is_none() {
-            self.fill();
-        }
-        if let Some(p) = self.buf.pop_front() {
-            return Ok(Some(p));
-        }
-        match self.error.take() {
-            Some(e) => Err(e),
-            None => Ok(None),
-        }
+    /// The first buffered pair, lent from the buffer.
+    fn front(&self) -> Option<(&[u8], &[u8])> {
+        let &(at, k, v) = self.pairs.front()?;
+        Some((&self.bytes[at..at + k], &self.bytes[at + k..at + k + v]))
     }
 
+    /// Reads a chunk ahead if nothing is buffered (and the engine iterator has not ended).
     fn fill(&mut self) {
+        if !self.pairs.is_empty() {
+            return;
+        }
+        self.bytes.clear();
         let Some(it) = self.it.as_mut() else {
             return;
         };
-        let mut bytes = 0;
-        while self.buf.len() < self.chunk && bytes < CHUNK_BYTES_MAX {
+        let mut ended = false;
+        while self.pairs.len() < self.chunk && self.bytes.len() < CHUNK_BYTES_MAX {
             let step = if self.reverse {
-                it.next_back()
+                it.next_back_ref()
             } else {
-                it.next()
+                it.next_ref()
             };
             match step {
-                Some(Ok(p)) => {
-                    bytes += p.0.len() + p.1.len();
-                    self.buf.push_back(p);
+                Some(Ok((k, v))) => {
+                    let at = self.bytes.len();
+                    self.bytes.extend_from_slice(k);
+                    self.bytes.extend_from_slice(v);
+                    self.pairs.push_back((at, k.len(), v.len()));
                 }
                 Some(Err(e)) => {
                     self.error = Some(e);
-                    self.it = None;
+                    ended = true;
                     break;
                 }
                 None => {
-                    self.it = None;
+                    ended = true;
                     break;
                 }
             }
+        }
+        if ended {
+            self.it = None;
         }
         self.chunk = (self.chunk * 2).min(CHUNK_MAX);
     }
@@ -190,20 +196,19 @@ impl Iter {
             state: Mutex::new(State {
                 it: Some(it),
                 reverse,
-                buf: VecDeque::new(),
+                bytes: Vec::new(),
+                pairs: VecDeque::new(),
                 error: None,
                 chunk: CHUNK_FIRST,
             }),
         })
     }
 
-    fn convert<'py>(&self, py: Python<'py>, (k, v): Pair) -> PyResult<Bound<'py, PyAny>> {
+    fn convert<'py>(&self, py: Python<'py>, k: &[u8], v: &[u8]) -> PyResult<Bound<'py, PyAny>> {
         Ok(match self.mode {
-            Mode::Items => {
-                PyTuple::new(py, [convert::out(py, &k), convert::out(py, &v)])?.into_any()
-            }
-            Mode::Keys => convert::out(py, &k).into_any(),
-            Mode::Values => convert::out(py, &v).into_any(),
+            Mode::Items => PyTuple::new(py, [convert::out(py, k), convert::out(py, v)])?.into_any(),
+            Mode::Keys => convert::out(py, k).into_any(),
+            Mode::Values => convert::out(py, v).into_any(),
         })
     }
 }
@@ -218,18 +223,25 @@ impl Iter {
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         self.view.check_open(py, &self.shared)?;
-        // A buffered pair, without releasing the GIL (never block on the lock here).
-        if let Some(mut st) = self.state.try_lock() {
-            if let Some(p) = st.buf.pop_front() {
-                drop(st);
-                return self.convert(py, p).map(Some);
+        loop {
+            // A buffered pair, converted under the lock without releasing the GIL (never
+            // block on the lock while holding the GIL: only `try_lock` here).
+            if let Some(mut st) = self.state.try_lock() {
+                if let Some((k, v)) = st.front() {
+                    let out = self.convert(py, k, v)?;
+                    st.pairs.pop_front();
+                    return Ok(Some(out));
+                }
+                if st.it.is_none() {
+                    return match st.error.take() {
+                        Some(e) => Err(errors::to_py(py, e)),
+                        None => Ok(None),
+                    };
+                }
             }
-        }
-        let r = py.detach(|| self.state.lock().next());
-        match r {
-            Ok(Some(p)) => self.convert(py, p).map(Some),
-            Ok(None) => Ok(None),
-            Err(e) => Err(errors::to_py(py, e)),
+            // Nothing buffered (or another thread holds the state): read ahead with the GIL
+            // released, then take a pair as above.
+            py.detach(|| self.state.lock().fill());
         }
     }
 
@@ -239,7 +251,8 @@ impl Iter {
         // to tables and close their files.
         py.detach(|| {
             let mut st = self.state.lock();
-            st.buf.clear();
+            st.pairs.clear();
+            st.bytes = Vec::new();
             st.error = None;
             st.it = None;
         });

@@ -46,6 +46,7 @@ const NAMES: &[&str] = &[
     "wal_segment_bytes",
     "blob_threshold_bytes",
     "blob_gc_garbage_ratio",
+    "stats_dump_period",
 ];
 
 /// Parses `options` for the database at `path`.
@@ -132,6 +133,19 @@ pub(crate) fn parse(
                 "blob_gc_garbage_ratio" => {
                     let r: f64 = v.extract().map_err(|_| bad("expected a number"))?;
                     b.blob_gc_garbage_ratio(r)
+                }
+                "stats_dump_period" => {
+                    if v.is_none() {
+                        b.stats_dump_period(None)
+                    } else {
+                        let s: f64 = v
+                            .extract()
+                            .map_err(|_| bad("expected seconds as a number, or None"))?;
+                        if !(s.is_finite() && s > 0.0 && s <= 86400.0) {
+                            return Err(bad("expected seconds in (0, 86400], or None"));
+                        }
+                        b.stats_dump_period(Some(Duration::from_secs_f64(s)))
+                    }
                 }
                 _ => {
                     return Err(errors::type_error(format!(

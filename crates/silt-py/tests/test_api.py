@@ -178,11 +178,33 @@ def test_options(tmp_path):
         (dict(compression="brotli"), "compression"),
         (dict(compression="zstd:x"), "compression"),
         (dict(str_keys="yes"), "str_keys"),
+        (dict(stats_dump_period=0), "stats_dump_period"),
+        (dict(stats_dump_period="often"), "stats_dump_period"),
     ],
 )
 def test_bad_option_values(path, opts, match):
     with pytest.raises(silt.InvalidArgumentError, match=match):
         open_db(path, **opts)
+
+
+def test_stats_file_for_other_processes(tmp_path):
+    """stats_dump_period: the STATS file `silt stats` reads appears, and close removes it."""
+    import time
+
+    p = tmp_path / "s"
+    with open_db(str(p), stats_dump_period=0.02) as db:
+        db[b"k"] = b"v"
+        deadline = time.time() + 20
+        while not (p / "STATS").exists():
+            assert time.time() < deadline, "no STATS file"
+            time.sleep(0.01)
+        text = (p / "STATS").read_text()
+        assert text.startswith("silt-stats 1\n") and "\nuser_bytes " in text
+    assert not (p / "STATS").exists()
+    with open_db(str(tmp_path / "off"), stats_dump_period=None) as db:
+        db[b"k"] = b"v"
+        time.sleep(0.2)
+    assert not (tmp_path / "off" / "STATS").exists()
 
 
 def test_unknown_option_is_type_error(path):

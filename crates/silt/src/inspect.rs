@@ -562,6 +562,22 @@ pub struct WalDump {
     pub error: Option<String>,
 }
 
+/// The `STATS` file a writable handle of the database at `dir` keeps
+/// (`DbBuilder::stats_dump_period`, `docs/format/stats.md`): `None` if there is none (no
+/// handle holds the database, or its dumps are off, or it has not dumped yet).
+///
+/// # Errors
+///
+/// `Corruption` naming the file and line if it fails its checksum or is malformed; `Io`.
+pub fn live_stats(dir: impl AsRef<Path>) -> Result<Option<crate::StatsFile>> {
+    let path = dir.as_ref().join(crate::db::STATS_FILE_NAME);
+    match std::fs::read(&path) {
+        Ok(bytes) => crate::StatsFile::parse(&path, &bytes).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("read", Some(path), e)),
+    }
+}
+
 /// Reads the log of the database at `dir` (`dir/wal`) without changing it
 /// ([`silt_wal::Wal::open_read_only`]), every record decoded as a batch.
 ///

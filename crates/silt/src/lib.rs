@@ -63,7 +63,7 @@ pub use cf::{ColumnFamily, DEFAULT_CF};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{
     BackupInfo, BackupStore, CheckpointInfo, Db, LevelStats, RecoveryReport, RepairReport,
-    Snapshot, Stats,
+    Snapshot, Stats, StatsFile,
 };
 pub use error::{ConflictKind, Error, Result};
 pub use filter::{CompactionFilter, FilterDecision};

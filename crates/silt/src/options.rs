@@ -51,6 +51,9 @@ pub struct DbBuilder {
     pub(crate) wal_segment_bytes: u64,
     pub(crate) create_if_missing: bool,
     pub(crate) paranoid_checks: bool,
+    /// `None` until set: then 10 s on the operating system's file system and off on one
+    /// passed to [`DbBuilder::file_system`] (see [`DbBuilder::stats_dump_every`]).
+    pub(crate) stats_dump_period: Option<Option<std::time::Duration>>,
     pub(crate) read_only: bool,
     pub(crate) blob_threshold_bytes: Option<usize>,
     pub(crate) cf_blob_threshold_bytes: std::collections::BTreeMap<String, Option<usize>>,
@@ -88,6 +91,7 @@ impl DbBuilder {
             wal_segment_bytes: 64 << 20,
             create_if_missing: true,
             paranoid_checks: true,
+            stats_dump_period: None,
             read_only: false,
             blob_threshold_bytes: Some(1024),
             cf_blob_threshold_bytes: std::collections::BTreeMap::new(),
@@ -352,6 +356,30 @@ impl DbBuilder {
     pub fn paranoid_checks(mut self, yes: bool) -> Self {
         self.paranoid_checks = yes;
         self
+    }
+
+    /// How often a writable handle writes its [`crate::Stats`] to the file `STATS` in the
+    /// database directory, for `silt stats` run from another process while this one holds
+    /// the database (`docs/format/stats.md`); `None` (or zero): never. The file is never
+    /// synced, a failed write is only counted (`Stats::stats_dump_failures`), and close
+    /// removes it.
+    ///
+    /// Default: every 10 s on the operating system's file system; off on a file system
+    /// passed to [`DbBuilder::file_system`] unless set here (another process cannot read a
+    /// simulated one, and a periodic write would shift the operation counts fault-injection
+    /// tests arm their faults by).
+    pub fn stats_dump_period(mut self, period: Option<std::time::Duration>) -> Self {
+        self.stats_dump_period = Some(period.filter(|p| !p.is_zero()));
+        self
+    }
+
+    /// The dump period in effect (see [`DbBuilder::stats_dump_period`]).
+    pub(crate) fn stats_dump_every(&self) -> Option<std::time::Duration> {
+        match self.stats_dump_period {
+            Some(p) => p,
+            None if self.fs.is_some() => None,
+            None => Some(std::time::Duration::from_secs(10)),
+        }
     }
 
     /// Opens the database read-only, as RocksDB's `OpenForReadOnly`: for tools, and for a

@@ -220,3 +220,41 @@ fn operands_onto_an_expiring_value_fold_onto_nothing_once_it_expires() {
         db.compact_range::<&[u8], _>(..).unwrap();
     }
 }
+
+#[test]
+fn a_compaction_meeting_an_operand_the_operator_rejects_keeps_the_operands() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = builder(dir.path()).open().unwrap();
+    db.put(b"bad", &n(10)).unwrap();
+    db.merge(b"bad", &n(1)).unwrap();
+    db.merge(b"bad", b"not eight bytes").unwrap();
+    db.merge(b"bad", &n(2)).unwrap();
+    db.merge(b"good", &n(3)).unwrap();
+    db.merge(b"good", &n(4)).unwrap();
+    db.flush().unwrap();
+    db.compact_range::<&[u8], _>(..).unwrap();
+    // The compaction neither failed nor poisoned the database, nor dropped anything: the
+    // bad key's base and operands are all still stored, and its read still says why.
+    assert!(db.background_error().is_none());
+    let kinds = stored(dir.path(), b"bad");
+    assert_eq!(kinds.last(), Some(&Kind::Put), "{kinds:?}");
+    assert!(
+        kinds.iter().filter(|k| **k == Kind::Merge).count() >= 1,
+        "{kinds:?}"
+    );
+    let e = db.get(b"bad").unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidArgument(ref m) if m.contains("8")),
+        "{e}"
+    );
+    // The other key folded as usual, to a put.
+    assert_eq!(stored(dir.path(), b"good"), vec![Kind::Put]);
+    assert_eq!(db.get(b"good").unwrap(), Some(n(7)));
+    // A put over the bad key ends it: the next compaction drops the old entries.
+    db.put(b"bad", &n(5)).unwrap();
+    db.flush().unwrap();
+    db.compact_range::<&[u8], _>(..).unwrap();
+    assert_eq!(db.get(b"bad").unwrap(), Some(n(5)));
+    assert_eq!(stored(dir.path(), b"bad"), vec![Kind::Put]);
+    db.put(b"x", b"writable").unwrap();
+}

@@ -115,6 +115,7 @@ class Db:
         wal_segment_bytes: int = ...,
         blob_threshold_bytes: Optional[int] = ...,
         blob_gc_garbage_ratio: float = ...,
+        stats_dump_period: Optional[float] = ...,
     ) -> "Db": ...
     @overload
     def get(self, key: _Key, default: None = None, *, cf: _CfArg = None) -> Optional[bytes]: ...

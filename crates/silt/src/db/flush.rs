@@ -353,6 +353,7 @@ pub(super) fn flush_loop(w: std::sync::Weak<DbInner>) {
         if db.poisoned.load(SeqCst) {
             return;
         }
+        db.maybe_dump_stats();
         let job = {
             let sv = db.sv.read();
             if sv.mems.len() > 1 {

@@ -106,7 +106,8 @@ pub use dir::RecoveryReport;
 pub(crate) use flush::NewTables;
 pub use read::Snapshot;
 pub use repair::RepairReport;
-pub use stats::{LevelStats, Stats};
+pub(crate) use stats::STATS_FILE as STATS_FILE_NAME;
+pub use stats::{LevelStats, Stats, StatsFile};
 
 /// How long a flush or compaction that failed for want of space waits before it retries.
 pub(crate) const NO_SPACE_RETRY: Duration = Duration::from_millis(100);
@@ -218,6 +219,8 @@ pub(crate) struct Counters {
 
 pub(crate) struct DbInner {
     pub(crate) opts: DbBuilder,
+    /// The `STATS` file's schedule (`db/stats.rs`).
+    stats_dump: Mutex<stats::StatsDump>,
     pub(crate) fs: Arc<dyn FileSystem>,
     pub(crate) dir: PathBuf,
     pub(crate) tables_dir: PathBuf,
@@ -411,6 +414,7 @@ impl DbInner {
         for t in threads {
             let _ = t.join();
         }
+        self.remove_stats_file();
         // No job of this handle runs any more: another handle may open the directory.
         self.dir_lock.lock().take();
     }

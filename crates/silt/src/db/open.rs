@@ -261,6 +261,7 @@ impl DbInner {
             poisoned: AtomicBool::new(false),
             no_space: Mutex::new(None),
             bg_error: Mutex::new(None),
+            stats_dump: Mutex::new(Default::default()),
             closing: AtomicBool::new(false),
             counters: Counters::default(),
             threads: Mutex::new(Vec::new()),

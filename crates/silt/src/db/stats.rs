@@ -128,6 +128,294 @@ pub struct Stats {
     /// The level-0 table count at which a compaction is due (the option
     /// `l0_compaction_trigger`): with `levels[0].tables` below it, level 0 waits for more.
     pub l0_compaction_trigger: u64,
+    /// Writes of the `STATS` file that failed (`DbBuilder::stats_dump_period`); they never
+    /// fail anything else.
+    pub stats_dump_failures: u64,
+}
+
+impl Stats {
+    /// Every counter as `(name, value)`, in the order and with the names of the `STATS`
+    /// file (`docs/format/stats.md`): the field names, and `level.{n}.tables` /
+    /// `level.{n}.bytes` per level.
+    pub fn counters(&self) -> Vec<(String, String)> {
+        // Destructured, so a new field cannot be left out of the file.
+        let Stats {
+            levels,
+            memtable_bytes,
+            immutable_memtables,
+            cache_hits,
+            cache_misses,
+            user_bytes,
+            wal_bytes,
+            wal_fsyncs,
+            flush_bytes,
+            compaction_read_bytes,
+            compaction_write_bytes,
+            blob_files,
+            blob_file_bytes,
+            blob_live_bytes,
+            blob_write_bytes,
+            flushes,
+            compactions,
+            split_compactions,
+            tombstone_compactions,
+            write_amp,
+            stalls,
+            stall_micros,
+            delayed_writes,
+            delay_micros,
+            flush_rate_bytes_per_sec,
+            l0_compaction_trigger,
+            stats_dump_failures,
+        } = self;
+        let mut out = Vec::new();
+        for (i, l) in levels.iter().enumerate() {
+            out.push((format!("level.{i}.tables"), l.tables.to_string()));
+            out.push((format!("level.{i}.bytes"), l.bytes.to_string()));
+        }
+        let ints = [
+            ("memtable_bytes", memtable_bytes),
+            ("immutable_memtables", immutable_memtables),
+            ("cache_hits", cache_hits),
+            ("cache_misses", cache_misses),
+            ("user_bytes", user_bytes),
+            ("wal_bytes", wal_bytes),
+            ("wal_fsyncs", wal_fsyncs),
+            ("flush_bytes", flush_bytes),
+            ("compaction_read_bytes", compaction_read_bytes),
+            ("compaction_write_bytes", compaction_write_bytes),
+            ("blob_files", blob_files),
+            ("blob_file_bytes", blob_file_bytes),
+            ("blob_live_bytes", blob_live_bytes),
+            ("blob_write_bytes", blob_write_bytes),
+            ("flushes", flushes),
+            ("compactions", compactions),
+            ("split_compactions", split_compactions),
+            ("tombstone_compactions", tombstone_compactions),
+            ("stalls", stalls),
+            ("stall_micros", stall_micros),
+            ("delayed_writes", delayed_writes),
+            ("delay_micros", delay_micros),
+            ("flush_rate_bytes_per_sec", flush_rate_bytes_per_sec),
+            ("l0_compaction_trigger", l0_compaction_trigger),
+            ("stats_dump_failures", stats_dump_failures),
+        ];
+        for (name, v) in ints {
+            out.push((name.to_string(), v.to_string()));
+        }
+        out.push(("write_amp".to_string(), format!("{write_amp:.3}")));
+        out
+    }
+}
+
+/// The file a writable handle keeps its counters in for other processes
+/// (`docs/format/stats.md`), and the name it is written under first.
+pub(crate) const STATS_FILE: &str = "STATS";
+const STATS_TMP: &str = "STATS.tmp";
+const STATS_MAGIC: &str = "silt-stats 1";
+
+/// A `STATS` file read back (`docs/format/stats.md`): which process wrote it, when, and
+/// its counters. From [`crate::inspect::live_stats`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StatsFile {
+    /// The writing process.
+    pub pid: u32,
+    /// When the dump was made, in milliseconds since the Unix epoch.
+    pub written_unix_ms: u64,
+    /// The writer's dump period in milliseconds.
+    pub period_ms: u64,
+    /// Every counter, in file order: its name and its value as written.
+    pub counters: Vec<(String, String)>,
+}
+
+impl StatsFile {
+    /// The file's bytes for `stats`.
+    pub(crate) fn render(stats: &Stats, pid: u32, written_unix_ms: u64, period_ms: u64) -> String {
+        let mut t = format!(
+            "{STATS_MAGIC}\npid {pid}\nwritten_unix_ms {written_unix_ms}\nperiod_ms {period_ms}\n"
+        );
+        for (name, value) in stats.counters() {
+            t.push_str(&name);
+            t.push(' ');
+            t.push_str(&value);
+            t.push('\n');
+        }
+        let crc = crc32c::crc32c(t.as_bytes());
+        t.push_str(&format!("crc32c {crc:08x}\n"));
+        t
+    }
+
+    /// Parses the bytes of the file at `path`, checksum first.
+    ///
+    /// # Errors
+    ///
+    /// `Corruption` naming `path` and the line: a bad checksum or none, another version,
+    /// a missing header line, or a malformed line.
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<StatsFile> {
+        let bad = |line: usize, why: String| {
+            Error::corruption(
+                path.to_path_buf(),
+                line as u64,
+                format!("line {line}: {why}"),
+            )
+        };
+        let text = std::str::from_utf8(bytes).map_err(|_| bad(0, "not ASCII text".into()))?;
+        let body_end = text
+            .trim_end_matches('\n')
+            .rfind('\n')
+            .map(|i| i + 1)
+            .ok_or_else(|| bad(0, "no checksum line".into()))?;
+        let last_line = text[..body_end].lines().count() + 1;
+        let (body, last) = text.split_at(body_end);
+        let want = last
+            .strip_suffix('\n')
+            .unwrap_or(last)
+            .strip_prefix("crc32c ")
+            .filter(|h| h.len() == 8)
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
+            .ok_or_else(|| {
+                bad(
+                    last_line,
+                    "the last line is not `crc32c` and 8 hex digits".into(),
+                )
+            })?;
+        let got = crc32c::crc32c(body.as_bytes());
+        if got != want {
+            return Err(bad(
+                last_line,
+                format!("checksum mismatch: the file says {want:08x}, its bytes give {got:08x}"),
+            ));
+        }
+        let mut lines = body.lines().enumerate().map(|(i, l)| (i + 1, l));
+        match lines.next() {
+            Some((_, STATS_MAGIC)) => {}
+            Some((n, other)) => {
+                return Err(bad(n, format!("expected `{STATS_MAGIC}`, found {other:?}")))
+            }
+            None => return Err(bad(1, "empty".into())),
+        }
+        let mut header = |name: &str| -> Result<u64> {
+            let (n, l) = lines
+                .next()
+                .ok_or_else(|| bad(0, format!("no `{name}` line")))?;
+            l.strip_prefix(name)
+                .and_then(|r| r.strip_prefix(' '))
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| bad(n, format!("expected `{name}` and an integer, found {l:?}")))
+        };
+        let pid = header("pid")?;
+        let written_unix_ms = header("written_unix_ms")?;
+        let period_ms = header("period_ms")?;
+        let pid = u32::try_from(pid).map_err(|_| bad(2, format!("pid {pid} out of range")))?;
+        let mut counters = Vec::new();
+        for (n, l) in lines {
+            let (name, value) = l
+                .split_once(' ')
+                .ok_or_else(|| bad(n, format!("expected a name and a value, found {l:?}")))?;
+            let name_ok = !name.is_empty()
+                && name.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.'
+                });
+            let value_ok = !value.is_empty()
+                && value.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+                && value.parse::<f64>().is_ok();
+            if !name_ok || !value_ok {
+                return Err(bad(n, format!("malformed counter line {l:?}")));
+            }
+            counters.push((name.to_string(), value.to_string()));
+        }
+        Ok(StatsFile {
+            pid,
+            written_unix_ms,
+            period_ms,
+            counters,
+        })
+    }
+
+    /// The value of counter `name`, as written.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.counters
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the writing process still runs: `Some` on Linux (its `/proc` entry; a
+    /// reused pid can make a stale file look live), `None` where that cannot be told.
+    pub fn writer_running(&self) -> Option<bool> {
+        if cfg!(target_os = "linux") {
+            Some(Path::new(&format!("/proc/{}", self.pid)).exists())
+        } else {
+            None
+        }
+    }
+}
+
+/// When the next `STATS` dump is due, whether this handle has written one, and how many
+/// failed.
+#[derive(Debug, Default)]
+pub(crate) struct StatsDump {
+    next: Option<Instant>,
+    written: bool,
+    failures: u64,
+}
+
+impl DbInner {
+    /// Writes `STATS` if a dump is due (`DbBuilder::stats_dump_period`); never for a
+    /// read-only handle. Called from the flush thread's loop. A failure is counted, never
+    /// raised: the file is a view for other processes, not state.
+    pub(crate) fn maybe_dump_stats(&self) {
+        let Some(period) = self.opts.stats_dump_every() else {
+            return;
+        };
+        if self.opts.read_only {
+            return;
+        }
+        let now = Instant::now();
+        {
+            let mut d = self.stats_dump.lock();
+            match d.next {
+                None => {
+                    d.next = Some(now + period);
+                    return;
+                }
+                Some(t) if now < t => return,
+                Some(_) => d.next = Some(now + period),
+            }
+        }
+        let written_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let text = StatsFile::render(
+            &self.stats(),
+            std::process::id(),
+            written_unix_ms,
+            period.as_millis() as u64,
+        );
+        let (tmp, path) = (self.dir.join(STATS_TMP), self.dir.join(STATS_FILE));
+        // `create` refuses an existing file: a crash (or a failed dump) can leave one.
+        let _ = self.fs.remove(&tmp);
+        let r = self
+            .fs
+            .create(&tmp)
+            .and_then(|f| f.write_at(&[text.as_bytes()], 0))
+            .and_then(|()| self.fs.rename(&tmp, &path));
+        let mut d = self.stats_dump.lock();
+        match r {
+            Ok(()) => d.written = true,
+            Err(_) => d.failures += 1,
+        }
+    }
+
+    /// Removes the `STATS` file this handle wrote (at close: a file without a live writer
+    /// would be stale).
+    pub(crate) fn remove_stats_file(&self) {
+        let written = std::mem::take(&mut self.stats_dump.lock().written);
+        if written {
+            let _ = self.fs.remove(&self.dir.join(STATS_FILE));
+        }
+    }
 }
 
 impl DbInner {
@@ -176,6 +464,7 @@ impl DbInner {
             delay_micros: c.delay_micros.load(SeqCst),
             flush_rate_bytes_per_sec: self.throttle.flush_rate(),
             l0_compaction_trigger: self.opts.l0_compaction_trigger as u64,
+            stats_dump_failures: self.stats_dump.lock().failures,
         }
     }
 }
