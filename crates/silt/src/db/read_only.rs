@@ -44,6 +44,13 @@ impl Fingerprint {
                 if p.file_name() == Some(dir::LOCK_FILE.as_ref()) {
                     continue;
                 }
+                // A writer's STATS dump is a view, not state (docs/format/stats.md): its
+                // rewrites every few seconds are no reason to read the state again.
+                if p.file_name()
+                    .is_some_and(|n| n == super::stats::STATS_FILE || n == super::stats::STATS_TMP)
+                {
+                    continue;
+                }
                 let len = fs.open(&p).and_then(|f| f.len()).unwrap_or(u64::MAX);
                 out.push((p, len));
             }

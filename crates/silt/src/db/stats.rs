@@ -211,7 +211,7 @@ impl Stats {
 /// The file a writable handle keeps its counters in for other processes
 /// (`docs/format/stats.md`), and the name it is written under first.
 pub(crate) const STATS_FILE: &str = "STATS";
-const STATS_TMP: &str = "STATS.tmp";
+pub(crate) const STATS_TMP: &str = "STATS.tmp";
 const STATS_MAGIC: &str = "silt-stats 1";
 
 /// A `STATS` file read back (`docs/format/stats.md`): which process wrote it, when, and

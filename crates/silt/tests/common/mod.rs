@@ -98,6 +98,11 @@ pub fn listing(
                 stack.push(e.path());
                 continue;
             }
+            // A writer's STATS dump (rewritten every few seconds by an open handle) is a view
+            // of its counters, not state: a listing that compares states leaves it out.
+            if e.file_name() == "STATS" || e.file_name() == "STATS.tmp" {
+                continue;
+            }
             // The lock file is never opened: closing a descriptor of it would release the
             // POSIX lock a database handle of this process holds. Its size and time count.
             let data = if e.file_name() == "LOCK" {
