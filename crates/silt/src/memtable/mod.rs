@@ -62,11 +62,6 @@ fn cmp_mem(a: &[u8], b: &[u8]) -> Ordering {
             t(ta).cmp(&t(tb))
         });
     }
-    if a.len() >= 4 && b.len() >= 4 {
-        return a[..4]
-            .cmp(&b[..4])
-            .then_with(|| key::cmp_internal(&a[4..], &b[4..]));
-    }
     let (ca, cb) = (&a[..4.min(a.len())], &b[..4.min(b.len())]);
     ca.cmp(cb)
         .then_with(|| key::cmp_internal(&a[4.min(a.len())..], &b[4.min(b.len())..]))

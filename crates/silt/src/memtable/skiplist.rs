@@ -19,7 +19,7 @@
 //! ## Invariants
 //!
 //! 1. At every level, the nodes reachable from the head are in strictly increasing key
-//!    order (`cmp`); level `i` holds a subset of level `i - 1`.
+//!    order ([`KeyOrder`]); level `i` holds a subset of level `i - 1`.
 //! 2. A node's header, key, value and tower entries are written before the release CAS that
 //!    publishes it at level 0; readers load links with acquire, so a reachable node is
 //!    fully initialised.
@@ -266,20 +266,28 @@ impl<O: KeyOrder> SkipList<O> {
     }
 
     /// From `before` (a node whose key is less than `key`, or the head) at `level`: the last
-    /// node less than `key` and the first not less.
+    /// node less than `key` and the first not less. `known_ge` is a node already known not
+    /// less than `key` (where the level above stopped), or null: reaching it needs no
+    /// comparison, since nodes never change.
     fn find_level(
         &self,
         key: &[u8],
         mut before: *const Node,
         level: usize,
+        known_ge: *const Node,
     ) -> (*const Node, *const Node) {
         loop {
-            let next = self.node(before).next(level).load(AO::Acquire);
+            let next: *const Node = self.node(before).next(level).load(AO::Acquire);
             if level > 0 {
-                // As in `descend`: the next level's search starts where this one ends.
+                // Where the search goes if `next` ends this level: fetch it while `next` is
+                // compared, so the two cache misses overlap (a lookup's time is almost all
+                // such misses).
                 prefetch(self.node(before).next(level - 1).load(AO::Relaxed));
             }
-            if next.is_null() || O::cmp(self.node(next).key(), key) != Ordering::Less {
+            if next.is_null()
+                || next == known_ge
+                || O::cmp(self.node(next).key(), key) != Ordering::Less
+            {
                 return (before, next);
             }
             before = next;
@@ -289,6 +297,7 @@ impl<O: KeyOrder> SkipList<O> {
     /// Fills `s` for `key` from the head, at every level below the list's height.
     fn find_splice(&self, key: &[u8], s: &mut Splice) {
         let mut x = self.head;
+        let mut ge: *const Node = ptr::null();
         let height = self.height.load(AO::Relaxed);
         for level in (0..MAX_HEIGHT).rev() {
             if level >= height {
@@ -296,10 +305,9 @@ impl<O: KeyOrder> SkipList<O> {
                 s.next[level] = ptr::null();
                 continue;
             }
-            let (p, n) = self.find_level(key, x, level);
-            s.prev[level] = p;
-            s.next[level] = n;
-            x = p;
+            (x, ge) = self.find_level(key, x, level, ge);
+            s.prev[level] = x;
+            s.next[level] = ge;
         }
     }
 
@@ -347,7 +355,7 @@ impl<O: KeyOrder> SkipList<O> {
         let mut next = [ptr::null::<Node>(); MAX_HEIGHT];
         if usable {
             for i in 0..height {
-                let (p, n) = self.find_level(key, lo[i], i);
+                let (p, n) = self.find_level(key, lo[i], i, ptr::null());
                 prev[i] = p;
                 next[i] = n;
             }
@@ -376,7 +384,7 @@ impl<O: KeyOrder> SkipList<O> {
                     Err(_) => {
                         // Someone linked a node into this gap: search the level again from
                         // the node before it (still less than `key`).
-                        let (p, n) = self.find_level(key, prev[i], i);
+                        let (p, n) = self.find_level(key, prev[i], i, ptr::null());
                         if i == 0
                             && !n.is_null()
                             && O::cmp(self.node(n).key(), key) == Ordering::Equal
@@ -407,25 +415,7 @@ impl<O: KeyOrder> SkipList<O> {
         let mut x = self.head;
         let mut ge: *const Node = ptr::null();
         for level in (0..self.height.load(AO::Relaxed)).rev() {
-            loop {
-                let next: *const Node = self.node(x).next(level).load(AO::Acquire);
-                if level > 0 {
-                    // Where the search goes if `next` ends this level: fetch it while `next`
-                    // is compared, so the two cache misses overlap (a lookup's time is
-                    // almost all such misses).
-                    prefetch(self.node(x).next(level - 1).load(AO::Relaxed));
-                }
-                // The level above stopped at `ge`, known not less than `key`: a lower level
-                // that reaches the same node needs no comparison (nodes never change).
-                if next.is_null()
-                    || next == ge
-                    || O::cmp(self.node(next).key(), key) != Ordering::Less
-                {
-                    ge = next;
-                    break;
-                }
-                x = next;
-            }
+            (x, ge) = self.find_level(key, x, level, ge);
         }
         (x, ge)
     }
