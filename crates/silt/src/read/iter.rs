@@ -11,6 +11,7 @@ use crate::clock::ReadTime;
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIter};
 use crate::key::{self, Kind, Seqno};
+use crate::memtable::Memtable;
 use crate::merge_op::MergeOperator;
 use crate::sstable::TableIter;
 use crate::version::{LevelIter, SuperVersion};
@@ -96,6 +97,13 @@ impl Source {
             value: Vec::new(),
             skip: Vec::new(),
             target: Vec::new(),
+            // The active memtable is the child after the overlay (`merged`).
+            active: self
+                .sv
+                .mems
+                .first()
+                .map(|m| (usize::from(self.overlay.is_some()), m.clone())),
+            stepped: std::cell::Cell::new(0),
         })
     }
 
@@ -174,6 +182,11 @@ pub(crate) struct Walker {
     skip: Vec<u8>,
     /// Scratch for internal seek targets.
     target: Vec<u8>,
+    /// The merged cursor's child reading the active memtable, and that memtable: a step
+    /// that passes over many of its entries asks for a flush ([`Memtable::note_scan`]).
+    active: Option<(usize, Arc<Memtable>)>,
+    /// Entries of the active memtable the current step has visited.
+    stepped: std::cell::Cell<u64>,
 }
 
 impl Walker {
@@ -235,6 +248,30 @@ impl Walker {
     /// From the merged cursor's position, moves forward to the next visible pair within
     /// `b`, passing over `skip` first. Returns whether it found one (then `key`/`value`).
     pub(crate) fn forward(&mut self, skip: Skip<'_>, b: &Bounds) -> Result<bool> {
+        self.stepped.set(0);
+        let r = self.forward_inner(skip, b);
+        self.note_scan();
+        r
+    }
+
+    /// Counts the merged cursor's current entry if it comes from the active memtable.
+    #[inline]
+    fn count_step(&self) {
+        if let Some((child, _)) = &self.active {
+            if self.m.current_child() == Some(*child) {
+                self.stepped.set(self.stepped.get() + 1);
+            }
+        }
+    }
+
+    /// Tells the active memtable how many of its entries this step visited.
+    fn note_scan(&self) {
+        if let Some((_, mem)) = &self.active {
+            mem.note_scan(self.stepped.get());
+        }
+    }
+
+    fn forward_inner(&mut self, skip: Skip<'_>, b: &Bounds) -> Result<bool> {
         // 0: nothing to pass over; 1: entries of `key`; 2: entries of `skip`.
         let mut passing = match skip {
             Skip::Nothing => 0,
@@ -246,6 +283,7 @@ impl Walker {
             }
         };
         while self.m.valid() {
+            self.count_step();
             let p = parse(self.m.key())?;
             let passed = match passing {
                 1 => p.user_key == self.key.as_slice(),
@@ -366,6 +404,13 @@ impl Walker {
     /// backward to the previous visible pair within `b`. Leaves the cursor on the entry
     /// before that key. Returns whether it found one (then `key`/`value`).
     pub(crate) fn backward(&mut self, b: &Bounds) -> Result<bool> {
+        self.stepped.set(0);
+        let r = self.backward_inner(b);
+        self.note_scan();
+        r
+    }
+
+    fn backward_inner(&mut self, b: &Bounds) -> Result<bool> {
         while self.m.valid() {
             {
                 let p = parse(self.m.key())?;
@@ -386,6 +431,7 @@ impl Walker {
                 if p.user_key != self.key.as_slice() {
                     break;
                 }
+                self.count_step();
                 if visible(p.seqno, self.snapshot) && last != Some(p.seqno) {
                     last = Some(p.seqno);
                     if p.kind == Kind::Merge {
