@@ -135,17 +135,15 @@ impl Memtable {
         self
     }
 
-    /// A read step (one `next`, `prev` or seek of a user iterator) passed over `stepped`
-    /// entries of this memtable to find one visible pair: tombstones, the puts they delete,
+    /// A read step (one `next`, `prev` or seek of a user iterator) has passed over `stepped`
+    /// entries of this memtable so far, looking for one visible pair: tombstones, the puts they delete,
     /// overwritten versions. At the trigger the memtable asks to be flushed (RocksDB's
     /// `memtable_op_scan_flush_trigger`): a flush drops what no reader can see (a single
     /// delete with its put, overwritten versions: `db/flush.rs`), so the next reads stop
     /// passing over it. The write path rotates a memtable that asked (`DbInner::rotate`).
+    #[inline]
     pub(crate) fn note_scan(&self, stepped: u64) {
-        if self.scan_flush_trigger != 0
-            && stepped >= self.scan_flush_trigger
-            && !self.flush_requested.load(Relaxed)
-        {
+        if stepped == self.scan_flush_trigger && self.scan_flush_trigger != 0 {
             self.flush_requested.store(true, Relaxed);
         }
     }

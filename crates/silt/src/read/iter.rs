@@ -98,10 +98,13 @@ impl Source {
             skip: Vec::new(),
             target: Vec::new(),
             // The active memtable is the child after the overlay (`merged`).
+            // (Entries a writer adds to an empty one later are invisible to this walk, and a
+            // flush would not take them out of its way.)
             active: self
                 .sv
                 .mems
                 .first()
+                .filter(|m| !m.is_empty())
                 .map(|m| (usize::from(self.overlay.is_some()), m.clone())),
             stepped: std::cell::Cell::new(0),
         })
@@ -185,7 +188,8 @@ pub(crate) struct Walker {
     /// The merged cursor's child reading the active memtable, and that memtable: a step
     /// that passes over many of its entries asks for a flush ([`Memtable::note_scan`]).
     active: Option<(usize, Arc<Memtable>)>,
-    /// Entries of the active memtable the current step has visited.
+    /// Entries of the active memtable the current step has passed over (hidden or deleted,
+    /// counted where the walk skips them, so a step that lands at once counts nothing).
     stepped: std::cell::Cell<u64>,
 }
 
@@ -245,33 +249,23 @@ impl Walker {
         r
     }
 
-    /// From the merged cursor's position, moves forward to the next visible pair within
-    /// `b`, passing over `skip` first. Returns whether it found one (then `key`/`value`).
-    pub(crate) fn forward(&mut self, skip: Skip<'_>, b: &Bounds) -> Result<bool> {
-        self.stepped.set(0);
-        let r = self.forward_inner(skip, b);
-        self.note_scan();
-        r
-    }
-
-    /// Counts the merged cursor's current entry if it comes from the active memtable.
+    /// Counts the merged cursor's current entry, which the walk passes over, if it comes
+    /// from the active memtable; at the trigger, asks for that memtable to be flushed.
     #[inline]
     fn count_step(&self) {
-        if let Some((child, _)) = &self.active {
+        if let Some((child, mem)) = &self.active {
             if self.m.current_child() == Some(*child) {
-                self.stepped.set(self.stepped.get() + 1);
+                let n = self.stepped.get() + 1;
+                self.stepped.set(n);
+                mem.note_scan(n);
             }
         }
     }
 
-    /// Tells the active memtable how many of its entries this step visited.
-    fn note_scan(&self) {
-        if let Some((_, mem)) = &self.active {
-            mem.note_scan(self.stepped.get());
-        }
-    }
-
-    fn forward_inner(&mut self, skip: Skip<'_>, b: &Bounds) -> Result<bool> {
+    /// From the merged cursor's position, moves forward to the next visible pair within
+    /// `b`, passing over `skip` first. Returns whether it found one (then `key`/`value`).
+    pub(crate) fn forward(&mut self, skip: Skip<'_>, b: &Bounds) -> Result<bool> {
+        self.stepped.set(0);
         // 0: nothing to pass over; 1: entries of `key`; 2: entries of `skip`.
         let mut passing = match skip {
             Skip::Nothing => 0,
@@ -283,7 +277,6 @@ impl Walker {
             }
         };
         while self.m.valid() {
-            self.count_step();
             let p = parse(self.m.key())?;
             let passed = match passing {
                 1 => p.user_key == self.key.as_slice(),
@@ -291,6 +284,7 @@ impl Walker {
                 _ => false,
             };
             if passed || !visible(p.seqno, self.snapshot) {
+                self.count_step();
                 self.m.next();
                 continue;
             }
@@ -323,6 +317,7 @@ impl Walker {
             }
             // A tombstone, or a value that has expired: its key's older entries are passed
             // over.
+            self.count_step();
             self.skip.clear();
             self.skip.extend_from_slice(p.user_key);
             passing = 2;
@@ -405,12 +400,6 @@ impl Walker {
     /// before that key. Returns whether it found one (then `key`/`value`).
     pub(crate) fn backward(&mut self, b: &Bounds) -> Result<bool> {
         self.stepped.set(0);
-        let r = self.backward_inner(b);
-        self.note_scan();
-        r
-    }
-
-    fn backward_inner(&mut self, b: &Bounds) -> Result<bool> {
         while self.m.valid() {
             {
                 let p = parse(self.m.key())?;
