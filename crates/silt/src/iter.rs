@@ -57,6 +57,12 @@ impl MergingIter {
         }
     }
 
+    /// The index of the child the merged cursor stands on (in the order given to `new`).
+    #[inline]
+    pub(crate) fn current_child(&self) -> Option<usize> {
+        self.current
+    }
+
     fn collect_errors(&mut self) {
         if self.error.is_none() {
             for c in &mut self.children {

@@ -35,6 +35,7 @@ pub struct DbBuilder {
     pub(crate) sync: SyncMode,
     pub(crate) memtable_bytes: u64,
     pub(crate) immutable_memtables_max: usize,
+    pub(crate) memtable_scan_flush_trigger: u64,
     pub(crate) block_cache_bytes: u64,
     pub(crate) table_cache_tables: usize,
     pub(crate) block_size_bytes: usize,
@@ -75,6 +76,7 @@ impl DbBuilder {
             sync: SyncMode::None,
             memtable_bytes: 64 << 20,
             immutable_memtables_max: 2,
+            memtable_scan_flush_trigger: 4096,
             block_cache_bytes: 64 << 20,
             table_cache_tables: 4096,
             block_size_bytes: 4096,
@@ -249,6 +251,19 @@ impl DbBuilder {
     /// Frozen memtables allowed to wait for flush before writes stall. Default 2.
     pub fn immutable_memtables_max(mut self, n: usize) -> Self {
         self.immutable_memtables_max = n.max(1);
+        self
+    }
+
+    /// Flush the active memtable early, before it is full, once one read step (a `next`,
+    /// `prev` or seek of an iterator or cursor) passes over `n` of its entries to find a
+    /// visible pair: tombstones, the puts they delete, overwritten versions (RocksDB's
+    /// `memtable_op_scan_flush_trigger`). The flush leaves out what no reader can see (a
+    /// single delete with its put; versions overwritten with no snapshot between them), so
+    /// the reads after it stop paying for them: a queue that deletes at its head and scans
+    /// from there otherwise walks every delete since the last flush. The memtable is frozen
+    /// by the next write. Default 4096; 0 turns it off. Counted in `Stats::scan_flushes`.
+    pub fn memtable_scan_flush_trigger(mut self, n: u64) -> Self {
+        self.memtable_scan_flush_trigger = n;
         self
     }
 

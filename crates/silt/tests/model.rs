@@ -79,6 +79,9 @@ fn open(fs: &Arc<SimFs>, sync: SyncMode, compression: Compression, clock: &Arc<M
         .sync_mode(sync)
         .compression(compression)
         .memtable_bytes(8 << 10)
+        // Scans over a few dead entries flush early, so flushes that drop single deletes
+        // with their puts and overwritten versions (`FlushView`) happen often.
+        .memtable_scan_flush_trigger(8)
         .table_target_bytes(8 << 10)
         .level_base_bytes(16 << 10)
         .level_size_ratio(4)

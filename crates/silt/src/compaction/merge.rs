@@ -261,6 +261,21 @@ pub(crate) fn keep_versions(
     snapshots: &[Seqno],
     bottommost: bool,
 ) -> Vec<usize> {
+    keep_versions_above(group, snapshots, bottommost, 0)
+}
+
+/// [`keep_versions`] for a job that may not see every copy of an entry: a single delete
+/// cancels a put only if the put's seqno is at least `pair_floor`. A flush passes the
+/// largest seqno in the family's tables + 1: below it, a put in the memtable may be a
+/// replayed copy of one a table holds too (replay can start below what tables hold,
+/// invariant T4 of `txn/mod.rs`), and dropping the single delete with the memtable's copy
+/// would bring the table's back. The single delete then stays, and the put it shadows goes.
+pub(crate) fn keep_versions_above(
+    group: &[(Vec<u8>, Vec<u8>)],
+    snapshots: &[Seqno],
+    bottommost: bool,
+    pair_floor: Seqno,
+) -> Vec<usize> {
     let mut keep = Vec::new();
     let mut i = 0;
     let mut last_stripe: Option<usize> = None;
@@ -286,10 +301,9 @@ pub(crate) fn keep_versions(
         if p.kind == Kind::SingleDelete {
             let j = next_distinct(group, i, p.seqno);
             let next = group.get(j).and_then(|(k, _)| key::parse(k));
-            if let Some(q) = next
-                .as_ref()
-                .filter(|q| q.kind.is_value() && stripe(snapshots, q.seqno) == s)
-            {
+            if let Some(q) = next.as_ref().filter(|q| {
+                q.kind.is_value() && q.seqno >= pair_floor && stripe(snapshots, q.seqno) == s
+            }) {
                 // It meets its put in one stripe: both go. Unless the pair was shadowed,
                 // what lies below it (an older tombstone, say) is not shadowed by anything
                 // any more, so it is judged afresh.

@@ -53,9 +53,11 @@ use std::sync::Arc;
 use crate::manifest::LEVELS;
 use crate::version::TableHandle;
 
+mod flush_view;
 mod merge;
 mod picker;
 
+pub(crate) use flush_view::FlushView;
 pub(crate) use merge::{merge, EntryPolicy};
 pub(crate) use picker::{
     key_range, manual_job, manual_rewrite_last, pick, Manual, Pointers, Shape,

@@ -2,6 +2,7 @@
 //! reservation, and the user's `flush` and `compact_range`.
 
 use super::*;
+use crate::compaction::FlushView;
 
 impl Db {
     // ---------------------------------------------------------------- maintenance
@@ -125,18 +126,32 @@ impl DbInner {
         let mut edits = Vec::new();
         let mut bytes = 0;
         let mut new = NewTables::new(self);
+        let snapshots = self.snapshot_list();
+        let version = self.sv.read().version.clone();
         for cf in mem.cfs() {
             if !live_cfs.contains(&cf) {
                 continue; // dropped
             }
-            let mut it = mem.iter(cf);
-            it.seek_to_first();
+            // Puts at or below what the family's tables hold may be replayed copies of
+            // theirs (`FlushView`).
+            let pair_floor = version.cfs.get(&cf).map_or(0, |c| {
+                c.levels
+                    .iter()
+                    .flatten()
+                    .map(|t| t.meta.largest_seqno + 1)
+                    .max()
+                    .unwrap_or(0)
+            });
+            let mut it = FlushView::new(mem.iter(cf), snapshots.clone(), pair_floor);
             let sep = Arc::new(Separation {
                 threshold: self.blob_threshold(cf),
                 relocate: Default::default(),
                 files: Some(self.blob_files.clone()),
             });
             let (out, n) = self.write_table(&mut it, &mut new, &sep)?;
+            self.counters
+                .flush_dropped_entries
+                .fetch_add(it.dropped, SeqCst);
             if let Some(out) = out {
                 debug_assert!(n > 0);
                 bytes += out.table.size_bytes;
@@ -308,14 +323,11 @@ impl DbInner {
     /// file). Returns the output (`None` if there were no entries) and the entry count.
     pub(crate) fn write_table(
         &self,
-        it: &mut dyn crate::iter::InternalIterator,
+        it: &mut FlushView,
         new: &mut NewTables<'_>,
         sep: &Arc<Separation>,
     ) -> Result<(Option<Finished>, u64)> {
         if !it.valid() {
-            if let Some(e) = it.take_error() {
-                return Err(e);
-            }
             return Ok((None, 0));
         }
         let mut b = self.new_output(new, sep)?;
@@ -324,9 +336,6 @@ impl DbInner {
             b.add(it.key(), it.value())?;
             n += 1;
             it.next();
-        }
-        if let Some(e) = it.take_error() {
-            return Err(e);
         }
         let out = b.finish()?;
         Ok((Some(out), n))

@@ -208,6 +208,8 @@ pub(crate) struct Counters {
     pub(crate) split_compactions: AtomicU64,
     /// Compactions run for a tombstone-heavy table (`compaction/mod.rs`).
     pub(crate) tombstone_compactions: AtomicU64,
+    pub(crate) scan_flushes: AtomicU64,
+    pub(crate) flush_dropped_entries: AtomicU64,
     pub(crate) stalls: AtomicU64,
     pub(crate) stall_micros: AtomicU64,
     /// Writes slowed down before a stall (`db/throttle.rs`), and their waits in total.

@@ -234,7 +234,9 @@ impl DbInner {
             .values()
             .map(|c| (c.id, Arc::from(c.name.as_str())))
             .collect();
-        let first = Arc::new(Memtable::new(log_start));
+        let first = Arc::new(
+            Memtable::new(log_start).with_scan_flush_trigger(opts.memtable_scan_flush_trigger),
+        );
         Arc::new(DbInner {
             fs,
             dir,
@@ -375,7 +377,7 @@ impl DbInner {
                 let boundary = rec.lsn + 1;
                 {
                     let mut sv = self.sv.write();
-                    *sv = Arc::new(sv.rotated(Arc::new(Memtable::new(boundary))));
+                    *sv = Arc::new(sv.rotated(Arc::new(self.new_memtable(boundary))));
                 }
                 self.flush_memtable(&mem, boundary)?;
             }

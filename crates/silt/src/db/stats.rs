@@ -112,6 +112,12 @@ pub struct Stats {
     pub split_compactions: u64,
     /// Of those, the ones run because a table was mostly deletes (`compaction/mod.rs`).
     pub tombstone_compactions: u64,
+    /// Memtables flushed before they were full because a read step passed over
+    /// `DbBuilder::memtable_scan_flush_trigger` of their entries.
+    pub scan_flushes: u64,
+    /// Entries flushes left out of their tables because no reader could see them: a single
+    /// delete with the put it deletes, and versions overwritten within a snapshot stripe.
+    pub flush_dropped_entries: u64,
     /// `(log + flush + compaction bytes) / user bytes` since open.
     pub write_amp: f64,
     /// Writes that had to wait for flush or compaction, and how long in total.
@@ -159,6 +165,8 @@ impl Stats {
             compactions,
             split_compactions,
             tombstone_compactions,
+            scan_flushes,
+            flush_dropped_entries,
             write_amp,
             stalls,
             stall_micros,
@@ -192,6 +200,8 @@ impl Stats {
             ("compactions", compactions),
             ("split_compactions", split_compactions),
             ("tombstone_compactions", tombstone_compactions),
+            ("scan_flushes", scan_flushes),
+            ("flush_dropped_entries", flush_dropped_entries),
             ("stalls", stalls),
             ("stall_micros", stall_micros),
             ("delayed_writes", delayed_writes),
@@ -460,6 +470,8 @@ impl DbInner {
             stall_micros: c.stall_micros.load(SeqCst),
             split_compactions: c.split_compactions.load(SeqCst),
             tombstone_compactions: c.tombstone_compactions.load(SeqCst),
+            scan_flushes: c.scan_flushes.load(SeqCst),
+            flush_dropped_entries: c.flush_dropped_entries.load(SeqCst),
             delayed_writes: c.delayed_writes.load(SeqCst),
             delay_micros: c.delay_micros.load(SeqCst),
             flush_rate_bytes_per_sec: self.throttle.flush_rate(),

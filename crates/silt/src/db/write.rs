@@ -571,10 +571,15 @@ impl DbInner {
     }
 
     pub(super) fn maybe_rotate(&self) {
-        let full = self.sv.read().mems[0].approx_bytes() >= self.opts.memtable_bytes;
-        if full {
+        if self.wants_rotation(&self.sv.read().mems[0]) {
             self.rotate(false);
         }
+    }
+
+    /// Whether the active memtable `m` should be frozen: it is full, or a read step passed
+    /// over enough of its entries to ask for a flush (`Memtable::note_scan`).
+    fn wants_rotation(&self, m: &Memtable) -> bool {
+        m.approx_bytes() >= self.opts.memtable_bytes || m.flush_requested()
     }
 
     /// Freezes the active memtable (if it is full, or `force` and it is not empty) and
@@ -585,19 +590,31 @@ impl DbInner {
             let mut sv = self.sv.write();
             let active = &sv.mems[0];
             let full = active.approx_bytes() >= self.opts.memtable_bytes;
-            if !(full || (force && !active.is_empty())) {
+            let asked = !full && active.flush_requested();
+            if !(full || asked || (force && !active.is_empty())) {
                 return false;
             }
             if !force && sv.mems.len() > self.opts.immutable_memtables_max {
                 return false;
             }
+            if asked && !force {
+                self.counters.scan_flushes.fetch_add(1, SeqCst);
+            }
             // Every writer holding the read lock got its LSN before we got the write lock,
             // so below this; every later writer gets one at or above it.
             let boundary = self.wal.reserved_lsn();
-            *sv = Arc::new(sv.rotated(Arc::new(Memtable::new(boundary))));
+            *sv = Arc::new(sv.rotated(Arc::new(self.new_memtable(boundary))));
         }
         self.notify_bg();
         true
+    }
+}
+
+impl DbInner {
+    /// A new active memtable owning seqnos from `first_seqno`, with this database's
+    /// options.
+    pub(crate) fn new_memtable(&self, first_seqno: Seqno) -> Memtable {
+        Memtable::new(first_seqno).with_scan_flush_trigger(self.opts.memtable_scan_flush_trigger)
     }
 }
 

@@ -19,7 +19,7 @@
 //! in each node (why not a general-purpose crate: see that module).
 
 use std::cmp::Ordering;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::error::Error;
@@ -99,6 +99,11 @@ pub(crate) struct Memtable {
     first_seqno: Seqno,
     approx_bytes: AtomicU64,
     entries: AtomicU64,
+    /// A read step that passes over at least this many of this memtable's entries asks for
+    /// it to be flushed (0: never); see [`Memtable::note_scan`].
+    scan_flush_trigger: u64,
+    /// Set once a read step passed over `scan_flush_trigger` entries.
+    flush_requested: AtomicBool,
 }
 
 impl std::fmt::Debug for Memtable {
@@ -118,7 +123,34 @@ impl Memtable {
             first_seqno,
             approx_bytes: AtomicU64::new(0),
             entries: AtomicU64::new(0),
+            scan_flush_trigger: 0,
+            flush_requested: AtomicBool::new(false),
         }
+    }
+
+    /// This memtable, asking to be flushed once a read step passes over `n` of its entries
+    /// (0: never). See [`Memtable::note_scan`].
+    pub(crate) fn with_scan_flush_trigger(mut self, n: u64) -> Memtable {
+        self.scan_flush_trigger = n;
+        self
+    }
+
+    /// A read step (one `next`, `prev` or seek of a user iterator) has passed over `stepped`
+    /// entries of this memtable so far, looking for one visible pair: tombstones, the puts they delete,
+    /// overwritten versions. At the trigger the memtable asks to be flushed (RocksDB's
+    /// `memtable_op_scan_flush_trigger`): a flush drops what no reader can see (a single
+    /// delete with its put, overwritten versions: `db/flush.rs`), so the next reads stop
+    /// passing over it. The write path rotates a memtable that asked (`DbInner::rotate`).
+    #[inline]
+    pub(crate) fn note_scan(&self, stepped: u64) {
+        if stepped == self.scan_flush_trigger && self.scan_flush_trigger != 0 {
+            self.flush_requested.store(true, Relaxed);
+        }
+    }
+
+    /// Whether a read step asked for this memtable to be flushed ([`Memtable::note_scan`]).
+    pub(crate) fn flush_requested(&self) -> bool {
+        self.flush_requested.load(Relaxed)
     }
 
     pub(crate) fn first_seqno(&self) -> Seqno {
@@ -235,7 +267,24 @@ pub(crate) struct MemIter {
 unsafe impl Send for MemIter {}
 unsafe impl Sync for MemIter {}
 
+impl Clone for MemIter {
+    fn clone(&self) -> MemIter {
+        MemIter {
+            mem: self.mem.clone(),
+            cf: self.cf,
+            cur: self.cur,
+        }
+    }
+}
+
 impl MemIter {
+    /// Puts this cursor where `other`, a cursor over the same memtable and column family,
+    /// stands (a pointer copy: no search, no reference count).
+    pub(crate) fn copy_position_from(&mut self, other: &MemIter) {
+        debug_assert!(Arc::ptr_eq(&self.mem, &other.mem) && self.cf == other.cf);
+        self.cur = other.cur;
+    }
+
     fn set(&mut self, n: *const Node) {
         self.cur = if !n.is_null() && cf_of(self.mem.list.get(n).key()) == self.cf {
             // The next step's node loads while the caller uses this one.

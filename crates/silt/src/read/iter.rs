@@ -11,6 +11,7 @@ use crate::clock::ReadTime;
 use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIter};
 use crate::key::{self, Kind, Seqno};
+use crate::memtable::Memtable;
 use crate::merge_op::MergeOperator;
 use crate::sstable::TableIter;
 use crate::version::{LevelIter, SuperVersion};
@@ -96,6 +97,16 @@ impl Source {
             value: Vec::new(),
             skip: Vec::new(),
             target: Vec::new(),
+            // The active memtable is the child after the overlay (`merged`).
+            // (Entries a writer adds to an empty one later are invisible to this walk, and a
+            // flush would not take them out of its way.)
+            active: self
+                .sv
+                .mems
+                .first()
+                .filter(|m| !m.is_empty())
+                .map(|m| (usize::from(self.overlay.is_some()), m.clone())),
+            stepped: std::cell::Cell::new(0),
         })
     }
 
@@ -174,6 +185,12 @@ pub(crate) struct Walker {
     skip: Vec<u8>,
     /// Scratch for internal seek targets.
     target: Vec<u8>,
+    /// The merged cursor's child reading the active memtable, and that memtable: a step
+    /// that passes over many of its entries asks for a flush ([`Memtable::note_scan`]).
+    active: Option<(usize, Arc<Memtable>)>,
+    /// Entries of the active memtable the current step has passed over (hidden or deleted,
+    /// counted where the walk skips them, so a step that lands at once counts nothing).
+    stepped: std::cell::Cell<u64>,
 }
 
 impl Walker {
@@ -232,9 +249,23 @@ impl Walker {
         r
     }
 
+    /// Counts the merged cursor's current entry, which the walk passes over, if it comes
+    /// from the active memtable; at the trigger, asks for that memtable to be flushed.
+    #[inline]
+    fn count_step(&self) {
+        if let Some((child, mem)) = &self.active {
+            if self.m.current_child() == Some(*child) {
+                let n = self.stepped.get() + 1;
+                self.stepped.set(n);
+                mem.note_scan(n);
+            }
+        }
+    }
+
     /// From the merged cursor's position, moves forward to the next visible pair within
     /// `b`, passing over `skip` first. Returns whether it found one (then `key`/`value`).
     pub(crate) fn forward(&mut self, skip: Skip<'_>, b: &Bounds) -> Result<bool> {
+        self.stepped.set(0);
         // 0: nothing to pass over; 1: entries of `key`; 2: entries of `skip`.
         let mut passing = match skip {
             Skip::Nothing => 0,
@@ -253,6 +284,7 @@ impl Walker {
                 _ => false,
             };
             if passed || !visible(p.seqno, self.snapshot) {
+                self.count_step();
                 self.m.next();
                 continue;
             }
@@ -285,6 +317,7 @@ impl Walker {
             }
             // A tombstone, or a value that has expired: its key's older entries are passed
             // over.
+            self.count_step();
             self.skip.clear();
             self.skip.extend_from_slice(p.user_key);
             passing = 2;
@@ -366,6 +399,7 @@ impl Walker {
     /// backward to the previous visible pair within `b`. Leaves the cursor on the entry
     /// before that key. Returns whether it found one (then `key`/`value`).
     pub(crate) fn backward(&mut self, b: &Bounds) -> Result<bool> {
+        self.stepped.set(0);
         while self.m.valid() {
             {
                 let p = parse(self.m.key())?;
@@ -386,6 +420,7 @@ impl Walker {
                 if p.user_key != self.key.as_slice() {
                     break;
                 }
+                self.count_step();
                 if visible(p.seqno, self.snapshot) && last != Some(p.seqno) {
                     last = Some(p.seqno);
                     if p.kind == Kind::Merge {

@@ -9,9 +9,14 @@
 //! begin; a table, by its largest seqno) are skipped.
 //!
 //! What keeps the answer right: the transaction holds a snapshot at or below every `since`
-//! it checks, so compaction keeps the newest entry of each key above it (a tombstone above a
-//! snapshot is never dropped); and the caller has waited for every writer below `below` to
-//! apply its entries (`DbInner::wait_applied_below`, invariant W5).
+//! it checks, so flushes and compactions keep the newest entry of each key above it (a
+//! tombstone above a snapshot is never dropped); and the caller has waited for every writer
+//! below `below` to apply its entries (`DbInner::wait_applied_below`, invariant W5). One
+//! exception: a single delete and the put it deletes, both above the snapshot, may both be
+//! dropped (`compaction::merge::keep_versions`). The key then reads as it did at the
+//! snapshot (a single delete's key had no older value), so what the transaction read of it
+//! is still what a commit at this point would read: the answer "unchanged" stays true of
+//! the value, if not of the history.
 
 use std::ops::Bound;
 

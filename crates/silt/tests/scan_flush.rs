@@ -1,0 +1,177 @@
+//! A read that passes over many dead entries of the active memtable asks for it to be
+//! flushed (`DbBuilder::memtable_scan_flush_trigger`), and a flush leaves out what no reader
+//! can see (a single delete with its put, overwritten versions): the queue pattern of seed
+//! 002 (insert at the tail, delete at the head, find the head by scanning from the start)
+//! then stops walking every delete since the last flush.
+
+use std::time::{Duration, Instant};
+
+use silt::{Db, Stats};
+
+mod common;
+
+fn open(dir: &std::path::Path, trigger: u64) -> Db {
+    Db::builder(dir)
+        .memtable_scan_flush_trigger(trigger)
+        .stats_dump_period(None)
+        .open()
+        .unwrap()
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("q{i:05}").into_bytes()
+}
+
+/// Puts `n` rows, then single-deletes the first `dead` of them: the head of a queue.
+fn queue(db: &Db, n: u32, dead: u32) {
+    for i in 0..n {
+        db.put(&key(i), b"row").unwrap();
+    }
+    for i in 0..dead {
+        db.single_delete(&key(i)).unwrap();
+    }
+}
+
+fn wait_for(db: &Db, what: &str, ok: impl Fn(&Stats) -> bool) -> Stats {
+    let start = Instant::now();
+    loop {
+        let s = db.stats();
+        if ok(&s) {
+            return s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "waited 10 s for {what}: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn head(db: &Db) -> Vec<u8> {
+    db.iter().next().unwrap().unwrap().0
+}
+
+#[test]
+fn a_scan_over_deleted_rows_flushes_the_memtable_and_the_flush_drops_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), 100);
+    queue(&db, 1000, 500);
+    // Writes alone never ask.
+    assert_eq!(db.stats().scan_flushes, 0);
+    assert_eq!(db.stats().flushes, 0);
+
+    // Finding the head passes over 500 single deletes and their puts.
+    assert_eq!(head(&db), key(500));
+    // The next write freezes the memtable, and the flush leaves the 500 pairs out.
+    db.put(&key(1000), b"row").unwrap();
+    assert_eq!(db.stats().scan_flushes, 1);
+    let s = wait_for(&db, "the flush", |s| s.flushes == 1);
+    assert_eq!(s.flush_dropped_entries, 1000);
+    assert_eq!(s.levels[0].tables, 1);
+
+    // Nothing is lost or brought back.
+    let all: Vec<Vec<u8>> = db.iter().map(|r| r.unwrap().0).collect();
+    assert_eq!(all, (500..=1000).map(key).collect::<Vec<_>>());
+    assert_eq!(db.get(&key(0)).unwrap(), None);
+    assert_eq!(db.get(&key(499)).unwrap(), None);
+    assert_eq!(db.get(&key(500)).unwrap().as_deref(), Some(&b"row"[..]));
+
+    // The head is now found without passing over anything: no second flush.
+    assert_eq!(head(&db), key(500));
+    db.put(&key(1001), b"row").unwrap();
+    assert_eq!(db.stats().scan_flushes, 1);
+
+    // And the same after a reopen (the dropped pairs are not replayed back).
+    drop(db);
+    let db = open(dir.path(), 100);
+    assert_eq!(head(&db), key(500));
+    assert_eq!(db.get(&key(499)).unwrap(), None);
+    assert_eq!(db.iter().count(), 502);
+}
+
+#[test]
+fn a_backward_scan_and_a_cursor_seek_ask_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), 100);
+    for i in 0..1000 {
+        db.put(&key(i), b"row").unwrap();
+    }
+    for i in 500..1000 {
+        db.single_delete(&key(i)).unwrap();
+    }
+    // From the end backwards: the tail's 500 pairs are passed over.
+    assert_eq!(db.iter().next_back().unwrap().unwrap().0, key(499));
+    db.put(b"a", b"row").unwrap();
+    assert_eq!(db.stats().scan_flushes, 1);
+    wait_for(&db, "the flush", |s| s.flushes == 1);
+
+    // A cursor's seek into the middle of deleted rows.
+    for i in 2000..2300 {
+        db.put(&key(i), b"row").unwrap();
+        db.single_delete(&key(i)).unwrap();
+    }
+    let mut c = db.cursor();
+    assert_eq!(
+        c.seek(&key(2000)).unwrap(),
+        None,
+        "every row from 2000 on is deleted"
+    );
+    db.put(b"b", b"row").unwrap();
+    assert_eq!(db.stats().scan_flushes, 2);
+    let s = wait_for(&db, "the second flush", |s| s.flushes == 2);
+    assert_eq!(s.flush_dropped_entries, 1000 + 600);
+    assert_eq!(db.iter().count(), 502);
+}
+
+#[test]
+fn the_trigger_off_never_flushes_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), 0);
+    queue(&db, 1000, 500);
+    assert_eq!(head(&db), key(500));
+    db.put(&key(1000), b"row").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let s = db.stats();
+    assert_eq!((s.scan_flushes, s.flushes), (0, 0));
+    // An explicit flush still drops the pairs.
+    db.flush().unwrap();
+    assert_eq!(db.stats().flush_dropped_entries, 1000);
+    assert_eq!(head(&db), key(500));
+}
+
+#[test]
+fn a_snapshot_keeps_what_it_sees_through_a_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path(), 0);
+    db.put(b"a", b"1").unwrap();
+    db.put(b"b", b"old").unwrap();
+    let snap = db.snapshot();
+    db.single_delete(b"a").unwrap();
+    db.put(b"b", b"new").unwrap();
+    db.put(b"c", b"1").unwrap();
+    db.single_delete(b"c").unwrap();
+    db.put(b"d", b"1").unwrap();
+    db.put(b"d", b"2").unwrap();
+    db.flush().unwrap();
+    // Only c's pair (both after the snapshot) and d's first version are invisible to
+    // every reader.
+    assert_eq!(db.stats().flush_dropped_entries, 3);
+    assert_eq!(snap.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(snap.get(b"b").unwrap().as_deref(), Some(&b"old"[..]));
+    assert_eq!(snap.get(b"c").unwrap(), None);
+    assert_eq!(db.get(b"a").unwrap(), None);
+    assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&b"new"[..]));
+    assert_eq!(db.get(b"c").unwrap(), None);
+    assert_eq!(db.get(b"d").unwrap().as_deref(), Some(&b"2"[..]));
+    // With the snapshot gone, compaction may drop the rest; reads agree before and after.
+    drop(snap);
+    db.compact_range::<&[u8], _>(..).unwrap();
+    let all: Vec<(Vec<u8>, Vec<u8>)> = db.iter().map(|r| r.unwrap()).collect();
+    assert_eq!(
+        all,
+        vec![
+            (b"b".to_vec(), b"new".to_vec()),
+            (b"d".to_vec(), b"2".to_vec())
+        ]
+    );
+}
