@@ -17,6 +17,7 @@
 //! were visible), so it splits no stripe.
 
 use super::merge::keep_versions_above;
+use crate::iter::InternalIterator;
 use crate::key::{self, Seqno};
 use crate::memtable::MemIter;
 
@@ -45,7 +46,6 @@ impl FlushView {
     /// The view of `it`'s memtable and column family from its first entry; `snapshots` are
     /// the live snapshots (ascending), `pair_floor` the family's largest table seqno + 1.
     pub(crate) fn new(mut it: MemIter, snapshots: Vec<Seqno>, pair_floor: Seqno) -> FlushView {
-        use crate::iter::InternalIterator;
         it.seek_to_first();
         let end = it.clone();
         let mut v = FlushView {
@@ -66,7 +66,6 @@ impl FlushView {
     /// From `cur` at the first entry of a user key: finds the key's entries, decides which
     /// stay, and puts `cur` on the first kept one (moving on to later keys if none stays).
     fn start_key(&mut self) {
-        use crate::iter::InternalIterator;
         while self.cur.valid() {
             self.end.copy_position_from(&self.cur);
             self.end.next();
@@ -109,7 +108,6 @@ impl FlushView {
 
     /// Moves `cur` forward to entry `to` of the current key.
     fn step(&mut self, to: usize) {
-        use crate::iter::InternalIterator;
         debug_assert!(to >= self.pos);
         for _ in self.pos..to {
             self.cur.next();
@@ -118,19 +116,16 @@ impl FlushView {
     }
 
     pub(crate) fn valid(&self) -> bool {
-        use crate::iter::InternalIterator;
         self.cur.valid()
     }
 
     /// The current entry's internal key. REQUIRES: `valid()`.
     pub(crate) fn key(&self) -> &[u8] {
-        use crate::iter::InternalIterator;
         self.cur.key()
     }
 
     /// The current entry's value. REQUIRES: `valid()`.
     pub(crate) fn value(&self) -> &[u8] {
-        use crate::iter::InternalIterator;
         self.cur.value()
     }
 

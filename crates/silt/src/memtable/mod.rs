@@ -139,7 +139,7 @@ impl Memtable {
     /// entries of this memtable so far, looking for one visible pair: tombstones, the puts they delete,
     /// overwritten versions. At the trigger the memtable asks to be flushed (RocksDB's
     /// `memtable_op_scan_flush_trigger`): a flush drops what no reader can see (a single
-    /// delete with its put, overwritten versions: `db/flush.rs`), so the next reads stop
+    /// delete with its put, overwritten versions: `compaction/flush_view.rs`), so the next reads stop
     /// passing over it. The write path rotates a memtable that asked (`DbInner::rotate`).
     #[inline]
     pub(crate) fn note_scan(&self, stepped: u64) {
