@@ -5,11 +5,17 @@
 //! 300).
 //!
 //! The child is this same test binary, re-run with `SILT_KILL9_CHILD` set.
+//!
+//! Each writer thread reports to a file of its own. A kill can land inside the `write(2)` of
+//! a report (the kernel stops copying between pages when a fatal signal is pending), so the
+//! last line of a file may be cut short: only complete lines are acknowledgements, and a cut
+//! line can only be a file's last, because its writer never writes again.
 
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,23 +56,18 @@ fn kill9_child_entry() {
         parts.next().unwrap().parse::<u64>().unwrap(),
     );
     let wal = Arc::new(Wal::open(&dir, opts(&mode)).unwrap());
-    let ack_file = Arc::new(
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&acks)
-            .unwrap(),
-    );
+    std::fs::create_dir_all(&acks).unwrap();
     let threads: Vec<_> = (0..THREADS)
         .map(|t| {
             let wal = wal.clone();
-            let ack_file = ack_file.clone();
+            let writer = cycle * THREADS + t;
+            let mut ack_file =
+                std::fs::File::create_new(Path::new(&acks).join(writer.to_string())).unwrap();
             std::thread::spawn(move || {
-                let writer = cycle * THREADS + t;
                 for i in 0.. {
                     let lsn = wal.append(&payload(writer, i)).unwrap();
                     // One write(2) per acknowledgement: it is in the OS when this returns.
-                    (&*ack_file)
+                    ack_file
                         .write_all(format!("{writer} {i} {lsn}\n").as_bytes())
                         .unwrap();
                 }
@@ -83,6 +84,7 @@ fn run_cycles(mode: &str, cycles: u64, seed: u64) {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let root = tempfile::tempdir().unwrap();
     let mut checked = 0u64;
+    let mut cut_reports = 0u64;
     let mut dir_no = 0;
     for cycle in 0..cycles {
         if cycle % 25 == 0 {
@@ -110,14 +112,8 @@ fn run_cycles(mode: &str, cycles: u64, seed: u64) {
         child.wait().unwrap();
 
         // What was acknowledged, in any cycle of this directory.
-        let text = std::fs::read_to_string(&acks).unwrap_or_default();
-        let mut acked: HashMap<(u64, u64), u64> = HashMap::new();
-        for line in text.lines() {
-            let f: Vec<u64> = line.split(' ').map(|x| x.parse().unwrap()).collect();
-            if f.len() == 3 {
-                acked.insert((f[0], f[1]), f[2]);
-            }
-        }
+        let (acked, cut) = read_acks(&acks);
+        cut_reports += cut;
         let wal = Wal::open(&dir, opts(mode)).unwrap_or_else(|e| {
             panic!("mode {mode} seed {seed} cycle {cycle}: reopen failed: {e}")
         });
@@ -148,7 +144,40 @@ fn run_cycles(mode: &str, cycles: u64, seed: u64) {
         }
         drop(wal);
     }
-    eprintln!("kill -9 mode {mode}: {cycles} cycles, {checked} acknowledgement checks, 0 lost");
+    eprintln!(
+        "kill -9 mode {mode}: {cycles} cycles, {checked} acknowledgement checks, 0 lost; \
+         {cut_reports} report files ended in a line the kill cut"
+    );
+}
+
+/// Every complete line of every writer's report file, as `(writer, i) -> lsn`. A line is
+/// complete when its newline was written; only the last line of a file can be incomplete,
+/// and any other malformed line fails the test. Also returns how many files end in a cut
+/// line.
+fn read_acks(dir: &Path) -> (HashMap<(u64, u64), u64>, u64) {
+    let mut acked = HashMap::new();
+    let mut cut = 0;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return (acked, cut); // the child was killed before it made the directory
+    };
+    for entry in rd {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+        if !text.is_empty() && !text.ends_with('\n') {
+            cut += 1;
+        }
+        for line in complete.lines() {
+            let f: Vec<u64> = line
+                .split(' ')
+                .map(|x| x.parse())
+                .collect::<Result<_, _>>()
+                .unwrap_or_else(|e| panic!("{}: line {line:?}: {e}", path.display()));
+            assert_eq!(f.len(), 3, "{}: line {line:?}", path.display());
+            acked.insert((f[0], f[1]), f[2]);
+        }
+    }
+    (acked, cut)
 }
 
 fn cycles() -> u64 {
