@@ -59,11 +59,13 @@ use crate::view::{SnapshotState, Target, View};
 ///                          to see later writes); writes raise silt.ReadOnlyError. A
 ///                          missing database is not created.
 ///   create_if_missing=True, paranoid_checks=True,
-///   memtable_bytes=64 MiB, immutable_memtables_max=2, block_cache_bytes=64 MiB,
+///   memtable_bytes=64 MiB, immutable_memtables_max=2, memtable_scan_flush_trigger=4096
+///   (0: off), memtable_bloom_ratio=0.02 (0: no filter), block_cache_bytes=64 MiB,
 ///   table_cache_tables=4096, block_size_bytes=4096, bloom_bits_per_key=10,
 ///   compression="none" ("lz4", "zstd", "zstd:LEVEL"), level_size_ratio=10,
 ///   level_base_bytes=256 MiB, table_target_bytes=64 MiB, l0_compaction_trigger=4,
-///   l0_stall_tables=20, background_threads=2, wal_segment_bytes=64 MiB,
+///   l0_stall_tables=20, l0_slowdown_tables=12, background_threads=2,
+///   wal_segment_bytes=64 MiB,
 ///   blob_threshold_bytes=1024 (None keeps every value in the tables),
 ///   blob_gc_garbage_ratio=0.5.
 ///   stats_dump_period=10.0  seconds between writes of the STATS file that `silt stats`

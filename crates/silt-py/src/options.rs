@@ -32,6 +32,8 @@ const NAMES: &[&str] = &[
     "paranoid_checks",
     "memtable_bytes",
     "immutable_memtables_max",
+    "memtable_scan_flush_trigger",
+    "memtable_bloom_ratio",
     "block_cache_bytes",
     "table_cache_tables",
     "block_size_bytes",
@@ -42,6 +44,7 @@ const NAMES: &[&str] = &[
     "table_target_bytes",
     "l0_compaction_trigger",
     "l0_stall_tables",
+    "l0_slowdown_tables",
     "background_threads",
     "wal_segment_bytes",
     "blob_threshold_bytes",
@@ -109,6 +112,14 @@ pub(crate) fn parse(
                 "paranoid_checks" => b.paranoid_checks(flag(&v)?),
                 "memtable_bytes" => b.memtable_bytes(int(&v)?),
                 "immutable_memtables_max" => b.immutable_memtables_max(size(&v)?),
+                "memtable_scan_flush_trigger" => b.memtable_scan_flush_trigger(int(&v)?),
+                "memtable_bloom_ratio" => {
+                    let r: f64 = v.extract().map_err(|_| bad("expected a number"))?;
+                    if !(0.0..=0.25).contains(&r) {
+                        return Err(bad("expected a fraction in [0, 0.25]"));
+                    }
+                    b.memtable_bloom_ratio(r)
+                }
                 "block_cache_bytes" => b.block_cache_bytes(int(&v)?),
                 "table_cache_tables" => b.table_cache_tables(size(&v)?),
                 "block_size_bytes" => b.block_size_bytes(size(&v)?),
@@ -121,6 +132,7 @@ pub(crate) fn parse(
                 "table_target_bytes" => b.table_target_bytes(int(&v)?),
                 "l0_compaction_trigger" => b.l0_compaction_trigger(size(&v)?),
                 "l0_stall_tables" => b.l0_stall_tables(size(&v)?),
+                "l0_slowdown_tables" => b.l0_slowdown_tables(size(&v)?),
                 "background_threads" => b.background_threads(size(&v)?),
                 "wal_segment_bytes" => b.wal_segment_bytes(int(&v)?),
                 "blob_threshold_bytes" => {

@@ -235,7 +235,9 @@ impl DbInner {
             .map(|c| (c.id, Arc::from(c.name.as_str())))
             .collect();
         let first = Arc::new(
-            Memtable::new(log_start).with_scan_flush_trigger(opts.memtable_scan_flush_trigger),
+            Memtable::new(log_start)
+                .with_scan_flush_trigger(opts.memtable_scan_flush_trigger)
+                .with_bloom_bytes(opts.memtable_bloom_bytes()),
         );
         Arc::new(DbInner {
             fs,

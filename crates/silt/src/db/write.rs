@@ -614,7 +614,9 @@ impl DbInner {
     /// A new active memtable owning seqnos from `first_seqno`, with this database's
     /// options.
     pub(crate) fn new_memtable(&self, first_seqno: Seqno) -> Memtable {
-        Memtable::new(first_seqno).with_scan_flush_trigger(self.opts.memtable_scan_flush_trigger)
+        Memtable::new(first_seqno)
+            .with_scan_flush_trigger(self.opts.memtable_scan_flush_trigger)
+            .with_bloom_bytes(self.opts.memtable_bloom_bytes())
     }
 }
 

@@ -26,8 +26,10 @@ use crate::error::Error;
 use crate::iter::InternalIterator;
 use crate::key::{self, Kind, Seqno};
 
+mod bloom;
 mod skiplist;
 
+use bloom::MemBloom;
 pub(crate) use skiplist::Splice;
 use skiplist::{Node, SkipList};
 
@@ -104,6 +106,9 @@ pub(crate) struct Memtable {
     scan_flush_trigger: u64,
     /// Set once a read step passed over `scan_flush_trigger` entries.
     flush_requested: AtomicBool,
+    /// The user keys of the entries, so a point read of a key not here skips the search
+    /// (`None`: no filter; see [`bloom`]).
+    bloom: Option<MemBloom>,
 }
 
 impl std::fmt::Debug for Memtable {
@@ -125,7 +130,15 @@ impl Memtable {
             entries: AtomicU64::new(0),
             scan_flush_trigger: 0,
             flush_requested: AtomicBool::new(false),
+            bloom: None,
         }
+    }
+
+    /// This memtable, with a filter of about `bytes` bytes over its user keys (0: none).
+    /// See [`bloom`] and `DbBuilder::memtable_bloom_ratio`.
+    pub(crate) fn with_bloom_bytes(mut self, bytes: u64) -> Memtable {
+        self.bloom = (bytes > 0).then(|| MemBloom::with_bytes(bytes));
+        self
     }
 
     /// This memtable, asking to be flushed once a read step passes over `n` of its entries
@@ -186,6 +199,12 @@ impl Memtable {
         value: &[u8],
     ) {
         debug_assert!(seqno >= self.first_seqno);
+        // The filter's line loads while the skip list searches (`bloom`, invariant B1).
+        let h = self.bloom.as_ref().map(|b| {
+            let h = bloom::hash(cf, user_key);
+            b.prefetch(h);
+            h
+        });
         let trailer = key::trailer(seqno, kind as u8);
         let mut k = [0u8; 64];
         let klen = 4 + user_key.len() + trailer.len();
@@ -202,6 +221,10 @@ impl Memtable {
             &heap
         };
         let bytes = self.list.insert(splice, kb, value);
+        if let (Some(b), Some(h)) = (&self.bloom, h) {
+            // Before this insert returns: invariant B1 of `bloom`.
+            b.insert(h);
+        }
         if bytes > 0 {
             self.approx_bytes.fetch_add(bytes as u64, Relaxed);
             self.entries.fetch_add(1, Relaxed);
@@ -210,6 +233,11 @@ impl Memtable {
 
     /// The newest entry of `user_key` in `cf` with `seqno < snapshot`.
     pub(crate) fn get(&self, lk: &key::LookupKey) -> Option<(Kind, Seqno, Vec<u8>)> {
+        if let Some(b) = &self.bloom {
+            if !b.may_contain(bloom::hash(lk.cf(), lk.user_key())) {
+                return None;
+            }
+        }
         let n = self.list.seek_ge(lk.memtable_key());
         if n.is_null() {
             return None;
@@ -406,6 +434,76 @@ mod tests {
                 }
             }
         }
+    }
+
+    proptest! {
+        /// A filter changes no answer: gets agree with and without one, whether the filter
+        /// is one block (almost every probe a false positive) or roomy.
+        #[test]
+        fn the_filter_changes_no_answer(
+            writes in prop::collection::vec(
+                (0u32..3, prop::collection::vec(0u8..4, 0..10), any::<bool>()), 0..60),
+            probes in prop::collection::vec(
+                (0u32..3, prop::collection::vec(0u8..4, 0..10), 1u64..70), 0..60),
+        ) {
+            let plain = Memtable::new(1);
+            let tiny = Memtable::new(1).with_bloom_bytes(64);
+            let roomy = Memtable::new(1).with_bloom_bytes(64 << 10);
+            for (i, (cf, k, del)) in writes.iter().enumerate() {
+                let kind = if *del { Kind::Delete } else { Kind::Put };
+                for m in [&plain, &tiny, &roomy] {
+                    m.insert(*cf, k, i as u64 + 1, kind, &[i as u8]);
+                }
+            }
+            for (cf, k, snap) in &probes {
+                let lk = key::LookupKey::new(*cf, k, *snap);
+                let want = plain.get(&lk);
+                prop_assert_eq!(&tiny.get(&lk), &want);
+                prop_assert_eq!(&roomy.get(&lk), &want);
+            }
+        }
+    }
+
+    /// Invariant B1 of `bloom`: a reader that learns of an entry through a published seqno
+    /// (as the write path's visible seqno publishes it) finds it, although its filter bits
+    /// were set by another thread with relaxed stores.
+    #[test]
+    fn a_published_entry_is_never_filtered_out() {
+        use std::sync::atomic::{
+            AtomicU64,
+            Ordering::{Acquire, Release},
+        };
+        let m = Arc::new(Memtable::new(1).with_bloom_bytes(1 << 20));
+        let published = Arc::new(AtomicU64::new(0));
+        const N: u64 = 20_000;
+        let writer = {
+            let (m, published) = (m.clone(), published.clone());
+            std::thread::spawn(move || {
+                for i in 1..=N {
+                    m.insert(0, format!("key{i}").as_bytes(), i, Kind::Put, b"v");
+                    published.store(i, Release);
+                }
+            })
+        };
+        let mut checked = 0;
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        loop {
+            let p = published.load(Acquire);
+            if p > 0 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let j = rng % p + 1;
+                let lk = key::LookupKey::new(0, format!("key{j}").as_bytes(), N + 1);
+                assert!(m.get(&lk).is_some(), "key{j} published ({p}) but not found");
+                checked += 1;
+            }
+            if p == N {
+                break;
+            }
+        }
+        writer.join().unwrap();
+        assert!(checked > 0);
     }
 
     #[test]
