@@ -60,7 +60,8 @@ use crate::view::{SnapshotState, Target, View};
 ///                          missing database is not created.
 ///   create_if_missing=True, paranoid_checks=True,
 ///   memtable_bytes=64 MiB, immutable_memtables_max=2, memtable_scan_flush_trigger=4096
-///   (0: off), memtable_bloom_ratio=0.02 (0: no filter), block_cache_bytes=64 MiB,
+///   (0: off), memtable_bloom_ratio=0 (off; 0.02 filters
+///   point reads of keys a memtable lacks), block_cache_bytes=64 MiB,
 ///   table_cache_tables=4096, block_size_bytes=4096, bloom_bits_per_key=10,
 ///   compression="none" ("lz4", "zstd", "zstd:LEVEL"), level_size_ratio=10,
 ///   level_base_bytes=256 MiB, table_target_bytes=64 MiB, l0_compaction_trigger=4,

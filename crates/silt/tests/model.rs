@@ -82,6 +82,9 @@ fn open(fs: &Arc<SimFs>, sync: SyncMode, compression: Compression, clock: &Arc<M
         // Scans over a few dead entries flush early, so flushes that drop single deletes
         // with their puts and overwritten versions (`FlushView`) happen often.
         .memtable_scan_flush_trigger(8)
+        // The memtable filter, off by default, at its largest: 2 KiB for 8 KiB memtables,
+        // so it answers both ways and sometimes wrongly.
+        .memtable_bloom_ratio(0.25)
         .table_target_bytes(8 << 10)
         .level_base_bytes(16 << 10)
         .level_size_ratio(4)

@@ -69,6 +69,8 @@ fn open_db(fs: Arc<SimFs>) -> Db {
         // Small segments: every power loss reopens, and a reopen reads the last segment.
         .wal_segment_bytes(256 << 10)
         .memtable_bytes(4 << 10)
+        // The memtable filter (off by default) is what commit-time checks ask first.
+        .memtable_bloom_ratio(0.25)
         .table_target_bytes(4 << 10)
         .level_base_bytes(16 << 10)
         .l0_compaction_trigger(2)
