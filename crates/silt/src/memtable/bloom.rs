@@ -15,8 +15,9 @@
 //! two. A key's hash `h` (xxh3-64 of the user key, mixed with the column family) picks one
 //! block with its low bits, and [`PROBES`] bit positions inside it with 9-bit slices of a
 //! second mix of `h`: one cache line per insert and per lookup (a blocked bloom filter,
-//! as RocksDB's `DynamicBloom`). At 2% of the memtable budget (1.3 MiB
-//! for 64 MiB) a memtable of 100-byte values has about 28 bits per key, and a false
+//! as RocksDB's `DynamicBloom`). At 2% of the memtable budget (1 MiB
+//! for 64 MiB, the size rounded down to a power of two of blocks) a memtable of 100-byte
+//! values has about 18 bits per key, and a false
 //! positive costs only the search the filter would have saved.
 //!
 //! ## Invariant
