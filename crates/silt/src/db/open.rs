@@ -234,11 +234,7 @@ impl DbInner {
             .values()
             .map(|c| (c.id, Arc::from(c.name.as_str())))
             .collect();
-        let first = Arc::new(
-            Memtable::new(log_start)
-                .with_scan_flush_trigger(opts.memtable_scan_flush_trigger)
-                .with_bloom_bytes(opts.memtable_bloom_bytes()),
-        );
+        let first = Arc::new(super::write::new_memtable(&opts, log_start));
         Arc::new(DbInner {
             fs,
             dir,

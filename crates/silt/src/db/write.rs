@@ -614,10 +614,16 @@ impl DbInner {
     /// A new active memtable owning seqnos from `first_seqno`, with this database's
     /// options.
     pub(crate) fn new_memtable(&self, first_seqno: Seqno) -> Memtable {
-        Memtable::new(first_seqno)
-            .with_scan_flush_trigger(self.opts.memtable_scan_flush_trigger)
-            .with_bloom_bytes(self.opts.memtable_bloom_bytes())
+        new_memtable(&self.opts, first_seqno)
     }
+}
+
+/// A memtable owning seqnos from `first_seqno`, with the options `opts` give it (also the
+/// first one, made before the `DbInner` exists).
+pub(crate) fn new_memtable(opts: &DbBuilder, first_seqno: Seqno) -> Memtable {
+    Memtable::new(first_seqno)
+        .with_scan_flush_trigger(opts.memtable_scan_flush_trigger)
+        .with_bloom_bytes(opts.memtable_bloom_bytes())
 }
 
 /// The memtable owning `seqno`: the newest whose first seqno is at or below it.

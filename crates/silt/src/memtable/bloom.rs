@@ -69,12 +69,7 @@ impl MemBloom {
     /// A filter of about `bytes` bytes (rounded down to a power of two of 64-byte blocks,
     /// at least one block).
     pub(crate) fn with_bytes(bytes: u64) -> MemBloom {
-        let blocks = (bytes / 64).max(1);
-        let blocks = if blocks.is_power_of_two() {
-            blocks
-        } else {
-            blocks.next_power_of_two() / 2
-        };
+        let blocks = 1u64 << (bytes / 64).max(1).ilog2();
         let words = (0..blocks as usize * WORDS_PER_BLOCK)
             .map(|_| AtomicU64::new(0))
             .collect();
@@ -89,10 +84,16 @@ impl MemBloom {
         self.words.len() * 8
     }
 
+    /// The first word of the block of `h` (its low bits).
+    #[inline]
+    fn block(&self, h: u64) -> usize {
+        ((h & self.block_mask) as usize) * WORDS_PER_BLOCK
+    }
+
     /// The block's first word and the mask each of its 8 words must hold for `h`.
     #[inline]
     fn probes(&self, h: u64) -> (usize, [u64; WORDS_PER_BLOCK]) {
-        let first = ((h & self.block_mask) as usize) * WORDS_PER_BLOCK;
+        let first = self.block(h);
         // A second, independent-looking mix for the positions inside the block: the low
         // bits of `h` already chose the block.
         let mut g = h.rotate_right(32).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
@@ -109,17 +110,7 @@ impl MemBloom {
     /// of it does not wait.
     #[inline]
     pub(crate) fn prefetch(&self, h: u64) {
-        let first = ((h & self.block_mask) as usize) * WORDS_PER_BLOCK;
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch is a hint that never faults, and the address is in `words`.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch(
-                self.words.as_ptr().add(first) as *const i8,
-                std::arch::x86_64::_MM_HINT_T0,
-            );
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = first;
+        super::prefetch(&self.words[self.block(h)]);
     }
 
     /// Records the key with hash `h` (see [`hash`]). Invariant B1: call before the insert

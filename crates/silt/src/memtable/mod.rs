@@ -83,6 +83,19 @@ fn cmp_user(a: &[u8], b: &[u8]) -> Ordering {
     a.cmp(b)
 }
 
+/// Asks the CPU to start loading the cache line at `p` (a hint; never faults), for the skip
+/// list's nodes and the filter's blocks.
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint that never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 fn cf_of(k: &[u8]) -> u32 {
     u32::from_be_bytes([k[0], k[1], k[2], k[3]])
 }

@@ -33,6 +33,8 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AO};
 
 use parking_lot::Mutex;
 
+use super::prefetch;
+
 /// The tallest tower. With a branching factor of 4, 12 levels index 4^12 = 16M entries
 /// well; a memtable holds about a million.
 pub(crate) const MAX_HEIGHT: usize = 12;
@@ -149,18 +151,6 @@ thread_local! {
 }
 
 /// A tower height: 1 with probability 3/4, 2 with 3/16, … (branching factor 4).
-/// Asks the CPU to start loading the cache line at `p` (a hint; never faults).
-#[inline(always)]
-fn prefetch(p: *const Node) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint that never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 fn random_height() -> usize {
     RNG.with(|r| {
         let mut x = r.get();
