@@ -164,6 +164,8 @@ mod peer_rocksdb;
 mod peer_sqlite;
 #[cfg(feature = "tidesdb")]
 mod peer_tidesdb;
+#[cfg(feature = "sqlite")]
+pub(crate) mod sqlite_pool;
 
 /// Polls `sample` (a progress counter, and whether the engine says it is busy) every 50 ms
 /// until, over two consecutive polls, the engine was not busy, the counter did not move and

@@ -2,23 +2,14 @@
 //! key-value store: one table `kv(k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID` (a B-tree
 //! keyed by `k`, the value stored in the key's row), in WAL mode.
 //!
-//! * Sync `none` → `synchronous=NORMAL`: a commit returns once its WAL frames are written to
-//!   the OS, with no fsync; the WAL is fsynced only before a checkpoint copies it into the
-//!   database. A process crash loses nothing, a machine crash may lose a suffix of recent
-//!   commits and leaves a consistent database: exactly silt's (and RocksDB's) `none`.
-//!   (`synchronous=OFF` would also skip the checkpoint's fsyncs, so a machine crash could
-//!   corrupt the database; that is weaker than `none`, so it is not used.)
-//! * Sync `full` → `synchronous=FULL`: every commit fsyncs the WAL before it returns.
+//! * Connections, pragmas, sync modes and the one-writer-at-a-time lock are
+//!   `engine/sqlite_pool.rs`'s, shared with the TPC-C and iibench adapters: sync `none` is
+//!   `synchronous=NORMAL`, `full` is `synchronous=FULL`, each connection's page cache is
+//!   `--cache-bytes / threads`.
 //! * A batch is one `BEGIN IMMEDIATE … COMMIT` transaction of prepared `INSERT OR REPLACE`s;
 //!   a single put is one autocommit statement. Deletes likewise, with prepared
-//!   `DELETE FROM kv WHERE k = ?` (SQLite has no single delete).
-//! * Threads: each SQLite connection is single-threaded, so the adapter keeps a pool of
-//!   connections and a thread takes one for the length of an operation; with N workers at
-//!   most N connections exist (each opened on first need). WAL mode lets readers run beside
-//!   the one writer; writers serialize on the database's write lock and wait for it
-//!   (`busy_timeout`, 60 s) rather than fail.
-//! * Cache: SQLite's page cache is per connection, so each gets `--cache-bytes / threads`
-//!   (`PRAGMA cache_size = -KiB`); memory-mapped I/O stays off (the default).
+//!   `DELETE FROM kv WHERE k = ?` (SQLite has no single delete). Both hold the pool's write
+//!   lock; reads do not.
 //! * SQLite has no bloom filters and no compression (nothing to turn off or on).
 //! * Statements are prepared once per connection (`prepare_cached`). A seek is
 //!   `SELECT k, v … WHERE k >= ? ORDER BY k LIMIT 1` (SQLite has no cursor that outlives
@@ -28,13 +19,12 @@
 //!   file and emptied, the closest thing to writing a memtable out. SQLite has no
 //!   background work, so `wait_idle` returns at once.
 
-use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{OptionalExtension, TransactionBehavior};
 use serde_json::{json, Value};
 
+use super::sqlite_pool::{err, Lease, SqlitePool};
 use super::{EResult, Engine, EngineConfig, Seeker};
 
 const PUT: &str = "INSERT OR REPLACE INTO kv (k, v) VALUES (?1, ?2)";
@@ -43,76 +33,34 @@ const GET: &str = "SELECT v FROM kv WHERE k = ?1";
 const SEEK: &str = "SELECT k, v FROM kv WHERE k >= ?1 ORDER BY k LIMIT 1";
 const SCAN: &str = "SELECT k, v FROM kv WHERE k >= ?1 ORDER BY k LIMIT ?2";
 
-fn err(e: rusqlite::Error) -> String {
-    format!("sqlite: {e}")
-}
-
 pub struct SqliteEngine {
-    path: PathBuf,
-    sync_full: bool,
-    cache_kib: i64,
-    pool: Mutex<Vec<Connection>>,
-    opened: std::sync::atomic::AtomicUsize,
+    pool: SqlitePool,
 }
 
 impl SqliteEngine {
     pub fn open(cfg: &EngineConfig) -> EResult<SqliteEngine> {
-        std::fs::create_dir_all(&cfg.dir)
-            .map_err(|e| format!("sqlite: create {}: {e}", cfg.dir.display()))?;
-        let per_conn = cfg.cache_bytes / cfg.threads.max(1) as u64;
-        let e = SqliteEngine {
-            path: cfg.dir.join("kv.sqlite"),
-            sync_full: cfg.sync_full,
-            cache_kib: (per_conn / 1024).max(64) as i64,
-            pool: Mutex::new(Vec::new()),
-            opened: Default::default(),
+        Ok(SqliteEngine {
+            pool: SqlitePool::open(
+                cfg,
+                "kv.sqlite",
+                16,
+                "CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID",
+            )?,
+        })
+    }
+
+    /// Runs `f` on a leased connection, holding the write lock if `write`.
+    fn with<T>(
+        &self,
+        write: bool,
+        f: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<T>,
+    ) -> EResult<T> {
+        let mut c = if write {
+            self.pool.writer()?
+        } else {
+            self.pool.lease()?
         };
-        let c = e.connect()?;
-        c.execute_batch("CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID")
-            .map_err(err)?;
-        e.pool.lock().expect("pool lock").push(c);
-        Ok(e)
-    }
-
-    fn connect(&self) -> EResult<Connection> {
-        let c = Connection::open(&self.path).map_err(err)?;
-        c.busy_timeout(Duration::from_secs(60)).map_err(err)?;
-        let mode: String = c
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(err)?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(format!("sqlite: journal_mode is {mode}, not wal"));
-        }
-        let sync = if self.sync_full { "FULL" } else { "NORMAL" };
-        c.execute_batch(&format!(
-            "PRAGMA synchronous = {sync}; PRAGMA cache_size = -{};",
-            self.cache_kib
-        ))
-        .map_err(err)?;
-        c.set_prepared_statement_cache_capacity(16);
-        self.opened
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(c)
-    }
-
-    /// A connection of the pool (or a new one) for this thread, until it is given back.
-    fn take(&self) -> EResult<Connection> {
-        let c = self.pool.lock().expect("pool lock").pop();
-        match c {
-            Some(c) => Ok(c),
-            None => self.connect(),
-        }
-    }
-
-    fn give(&self, c: Connection) {
-        self.pool.lock().expect("pool lock").push(c);
-    }
-
-    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>) -> EResult<T> {
-        let mut c = self.take()?;
-        let r = f(&mut c);
-        self.give(c);
-        r.map_err(err)
+        f(&mut c).map_err(err)
     }
 }
 
@@ -125,14 +73,12 @@ fn touch(row: &rusqlite::Row<'_>) -> rusqlite::Result<usize> {
 }
 
 struct SqliteSeeker<'a> {
-    engine: &'a SqliteEngine,
-    conn: Option<Connection>,
+    conn: Lease<'a>,
 }
 
 impl Seeker for SqliteSeeker<'_> {
     fn seek(&mut self, key: &[u8]) -> EResult<bool> {
-        let c = self.conn.as_ref().expect("held until drop");
-        let mut st = c.prepare_cached(SEEK).map_err(err)?;
+        let mut st = self.conn.prepare_cached(SEEK).map_err(err)?;
         let mut rows = st.query([key]).map_err(err)?;
         match rows.next().map_err(err)? {
             Some(row) => {
@@ -144,17 +90,9 @@ impl Seeker for SqliteSeeker<'_> {
     }
 }
 
-impl Drop for SqliteSeeker<'_> {
-    fn drop(&mut self) {
-        if let Some(c) = self.conn.take() {
-            self.engine.give(c);
-        }
-    }
-}
-
 impl Engine for SqliteEngine {
     fn write(&self, kvs: &[(&[u8], &[u8])]) -> EResult<()> {
-        self.with(|c| {
+        self.with(true, |c| {
             if let [(k, v)] = kvs {
                 c.prepare_cached(PUT)?.execute((k, v))?;
                 return Ok(());
@@ -171,7 +109,7 @@ impl Engine for SqliteEngine {
     }
 
     fn delete(&self, keys: &[&[u8]]) -> EResult<()> {
-        self.with(|c| {
+        self.with(true, |c| {
             if let [k] = keys {
                 c.prepare_cached(DELETE)?.execute([k])?;
                 return Ok(());
@@ -188,7 +126,7 @@ impl Engine for SqliteEngine {
     }
 
     fn get(&self, key: &[u8]) -> EResult<Option<usize>> {
-        self.with(|c| {
+        self.with(false, |c| {
             c.prepare_cached(GET)?
                 .query_row([key], |r| Ok(r.get_ref(0)?.as_blob()?.len()))
                 .optional()
@@ -197,13 +135,12 @@ impl Engine for SqliteEngine {
 
     fn seeker(&self) -> EResult<Box<dyn Seeker + '_>> {
         Ok(Box::new(SqliteSeeker {
-            engine: self,
-            conn: Some(self.take()?),
+            conn: self.pool.lease()?,
         }))
     }
 
     fn scan(&self, start: &[u8], n: usize) -> EResult<usize> {
-        self.with(|c| {
+        self.with(false, |c| {
             let mut st = c.prepare_cached(SCAN)?;
             let mut rows = st.query((start, n as i64))?;
             let mut read = 0;
@@ -228,7 +165,7 @@ impl Engine for SqliteEngine {
             (Some(_), Some(_)) => "SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k",
         };
         let bounds: Vec<&[u8]> = lo.into_iter().chain(hi).collect();
-        self.with(|c| {
+        self.with(false, |c| {
             let mut st = c.prepare_cached(sql)?;
             let mut rows = st.query(rusqlite::params_from_iter(bounds))?;
             let mut n = 0;
@@ -241,14 +178,16 @@ impl Engine for SqliteEngine {
     }
 
     fn flush(&self) -> EResult<()> {
-        self.with(|c| c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())))
+        self.with(true, |c| {
+            c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        })
     }
 
     fn wait_idle(&self, _max: Duration) {}
 
     fn stats(&self) -> Option<Value> {
         let pragmas = self
-            .with(|c| {
+            .with(false, |c| {
                 let get = |p: &str| c.query_row(&format!("PRAGMA {p}"), [], |r| r.get::<_, i64>(0));
                 Ok((
                     get("page_count")?,
@@ -259,9 +198,11 @@ impl Engine for SqliteEngine {
             .ok()?;
         Some(json!({
             "journal_mode": "wal",
-            "synchronous": if self.sync_full { "FULL" } else { "NORMAL" },
-            "cache_kib_per_connection": self.cache_kib,
-            "connections": self.opened.load(std::sync::atomic::Ordering::Relaxed),
+            "synchronous": if self.pool.sync_full() { "FULL" } else { "NORMAL" },
+            "cache_kib_per_connection": self.pool.cache_kib(),
+            "connections": self.pool.opened(),
+            "one_writer_lock": true,
+            "journal_size_limit": super::sqlite_pool::JOURNAL_SIZE_LIMIT,
             "page_count": pragmas.0,
             "page_size": pragmas.1,
             "freelist_count": pragmas.2,
@@ -269,10 +210,6 @@ impl Engine for SqliteEngine {
     }
 
     fn close(self: Box<Self>) -> EResult<()> {
-        let conns = std::mem::take(&mut *self.pool.lock().expect("pool lock"));
-        for c in conns {
-            c.close().map_err(|(_, e)| err(e))?;
-        }
-        Ok(())
+        self.pool.close()
     }
 }

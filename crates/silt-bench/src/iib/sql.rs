@@ -4,16 +4,15 @@
 //! dateandtime, customerid), which SQLite maintains in each statement's transaction.
 //! Writing transactions are `BEGIN IMMEDIATE` (writers run one at a time); the check is a
 //! deferred `BEGIN` (a snapshot in WAL mode) and `PRAGMA integrity_check`, which compares
-//! every index with the table. Connections, pragmas and sync modes are those of the
-//! key-value adapter (`engine/peer_sqlite.rs`, as `tpcc/sql.rs`).
+//! every index with the table. Connections, pragmas, sync modes and the in-process write
+//! lock that writing transactions hold are `engine/sqlite_pool.rs`'s (as `tpcc/sql.rs`).
 
 use std::ops::Range;
-use std::sync::Mutex;
-use std::time::Duration;
 
 use rusqlite::{params, Connection, TransactionBehavior};
 
 use super::{IibDb, Purchase, Shape};
+use crate::engine::sqlite_pool::SqlitePool;
 use crate::tpcc::{TxError, TxResult};
 
 const SCHEMA: &str = "
@@ -37,70 +36,33 @@ fn tx_err(e: rusqlite::Error) -> TxError {
     }
 }
 
-fn err(e: rusqlite::Error) -> String {
-    format!("sqlite: {e}")
-}
-
 pub struct SqliteIib {
-    path: std::path::PathBuf,
-    sync_full: bool,
-    cache_kib: i64,
     shape: Shape,
-    pool: Mutex<Vec<Connection>>,
+    pool: SqlitePool,
 }
 
 impl SqliteIib {
     pub fn open(cfg: &crate::engine::EngineConfig, shape: Shape) -> Result<SqliteIib, String> {
-        std::fs::create_dir_all(&cfg.dir)
-            .map_err(|e| format!("sqlite: create {}: {e}", cfg.dir.display()))?;
-        let per_conn = cfg.cache_bytes / cfg.threads.max(1) as u64;
-        let s = SqliteIib {
-            path: cfg.dir.join("iib.sqlite"),
-            sync_full: cfg.sync_full,
-            cache_kib: (per_conn / 1024).max(64) as i64,
+        Ok(SqliteIib {
             shape,
-            pool: Mutex::new(Vec::new()),
-        };
-        let c = s.connect()?;
-        c.execute_batch(SCHEMA).map_err(err)?;
-        s.pool.lock().map_err(|_| "sqlite: pool poisoned")?.push(c);
-        Ok(s)
+            pool: SqlitePool::open(cfg, "iib.sqlite", 16, SCHEMA)?,
+        })
     }
 
-    fn connect(&self) -> Result<Connection, String> {
-        let c = Connection::open(&self.path).map_err(err)?;
-        c.busy_timeout(Duration::from_secs(60)).map_err(err)?;
-        let mode: String = c
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(err)?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(format!("sqlite: journal_mode is {mode}, not wal"));
+    /// Runs `f` on a pooled connection (one per thread at a time), holding the pool's
+    /// write lock if `write`.
+    fn with<T>(&self, write: bool, f: impl FnOnce(&mut Connection) -> TxResult<T>) -> TxResult<T> {
+        let mut c = if write {
+            self.pool.writer()
+        } else {
+            self.pool.lease()
         }
-        let sync = if self.sync_full { "FULL" } else { "NORMAL" };
-        c.execute_batch(&format!(
-            "PRAGMA synchronous = {sync}; PRAGMA cache_size = -{};",
-            self.cache_kib
-        ))
-        .map_err(err)?;
-        c.set_prepared_statement_cache_capacity(16);
-        Ok(c)
-    }
-
-    /// Runs `f` on a pooled connection (one per thread at a time).
-    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> TxResult<T>) -> TxResult<T> {
-        let poisoned = || TxError::Fatal("sqlite: pool poisoned".into());
-        let c = self.pool.lock().map_err(|_| poisoned())?.pop();
-        let mut c = match c {
-            Some(c) => c,
-            None => self.connect().map_err(TxError::Fatal)?,
-        };
-        let r = f(&mut c);
-        self.pool.lock().map_err(|_| poisoned())?.push(c);
-        r
+        .map_err(TxError::Fatal)?;
+        f(&mut c)
     }
 
     fn insert_rows(&self, ids: Range<u64>) -> TxResult<()> {
-        self.with(|c| {
+        self.with(true, |c| {
             let tx = c
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(tx_err)?;
@@ -135,7 +97,7 @@ impl IibDb for SqliteIib {
     }
 
     fn delete_lowest(&self, n: usize, below: u64) -> TxResult<Vec<u64>> {
-        self.with(|c| {
+        self.with(true, |c| {
             let tx = c
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(tx_err)?;
@@ -173,7 +135,7 @@ impl IibDb for SqliteIib {
     }
 
     fn check(&self, live: Range<u64>) -> Result<Vec<String>, String> {
-        self.with(|c| {
+        self.with(false, |c| {
             let tx = c
                 .transaction_with_behavior(TransactionBehavior::Deferred)
                 .map_err(tx_err)?;
@@ -234,7 +196,7 @@ impl IibDb for SqliteIib {
     }
 
     fn mode(&self) -> String {
-        "SQLite: a table and three indexes in SQL, writers BEGIN IMMEDIATE".into()
+        "SQLite: a table and three indexes in SQL, writers BEGIN IMMEDIATE one at a time in the process".into()
     }
 
     fn single_delete(&self) -> bool {
@@ -243,7 +205,7 @@ impl IibDb for SqliteIib {
 
     /// A WAL checkpoint, so the database file holds what the run wrote.
     fn settle(&self) -> Result<(), String> {
-        self.with(|c| {
+        self.with(true, |c| {
             c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
                 .map_err(tx_err)
         })

@@ -6,14 +6,13 @@
 //! lock first, so they never fail to upgrade a read lock; writers run one at a time); the
 //! read-only ones (Order-Status, Stock-Level) are deferred `BEGIN`, a snapshot in WAL
 //! mode. `SQLITE_BUSY` (after the 60 s busy timeout) would be retried like a conflict.
-//! Connections, pragmas and sync modes are those of the key-value adapter
-//! (`engine/peer_sqlite.rs`). The ten S_DIST_xx columns are one 240-character column
+//! Connections, pragmas, sync modes and the in-process write lock that writing
+//! transactions hold are `engine/sqlite_pool.rs`'s, shared with the key-value adapter. The ten S_DIST_xx columns are one 240-character column
 //! `s_dist`, read with `substr`.
 
-use std::sync::Mutex;
-use std::time::Duration;
-
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+use crate::engine::sqlite_pool::SqlitePool;
 
 use super::*;
 
@@ -56,70 +55,34 @@ fn tx_err(e: rusqlite::Error) -> TxError {
     }
 }
 
-fn err(e: rusqlite::Error) -> String {
-    format!("sqlite: {e}")
-}
-
 pub struct SqliteTpcc {
-    path: std::path::PathBuf,
-    sync_full: bool,
-    cache_kib: i64,
-    pool: Mutex<Vec<Connection>>,
+    pool: SqlitePool,
 }
 
 impl SqliteTpcc {
     pub fn open(cfg: &crate::engine::EngineConfig) -> Result<SqliteTpcc, String> {
-        std::fs::create_dir_all(&cfg.dir)
-            .map_err(|e| format!("sqlite: create {}: {e}", cfg.dir.display()))?;
-        let per_conn = cfg.cache_bytes / cfg.threads.max(1) as u64;
-        let s = SqliteTpcc {
-            path: cfg.dir.join("tpcc.sqlite"),
-            sync_full: cfg.sync_full,
-            cache_kib: (per_conn / 1024).max(64) as i64,
-            pool: Mutex::new(Vec::new()),
-        };
-        let c = s.connect()?;
-        c.execute_batch(SCHEMA).map_err(err)?;
-        s.pool.lock().expect("pool").push(c);
-        Ok(s)
+        Ok(SqliteTpcc {
+            pool: SqlitePool::open(cfg, "tpcc.sqlite", 64, SCHEMA)?,
+        })
     }
 
-    fn connect(&self) -> Result<Connection, String> {
-        let c = Connection::open(&self.path).map_err(err)?;
-        c.busy_timeout(Duration::from_secs(60)).map_err(err)?;
-        let mode: String = c
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(err)?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(format!("sqlite: journal_mode is {mode}, not wal"));
+    /// Runs `f` on a pooled connection (one per thread at a time), holding the pool's
+    /// write lock if `write`.
+    fn with<T>(&self, write: bool, f: impl FnOnce(&mut Connection) -> TxResult<T>) -> TxResult<T> {
+        let mut c = if write {
+            self.pool.writer()
+        } else {
+            self.pool.lease()
         }
-        let sync = if self.sync_full { "FULL" } else { "NORMAL" };
-        c.execute_batch(&format!(
-            "PRAGMA synchronous = {sync}; PRAGMA cache_size = -{};",
-            self.cache_kib
-        ))
-        .map_err(err)?;
-        c.set_prepared_statement_cache_capacity(64);
-        Ok(c)
-    }
-
-    /// Runs `f` on a pooled connection (one per thread at a time).
-    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> TxResult<T>) -> TxResult<T> {
-        let c = self.pool.lock().expect("pool").pop();
-        let mut c = match c {
-            Some(c) => c,
-            None => self.connect().map_err(TxError::Fatal)?,
-        };
-        let r = f(&mut c);
-        self.pool.lock().expect("pool").push(c);
-        r
+        .map_err(TxError::Fatal)?;
+        f(&mut c)
     }
 
     fn write_tx<T>(
         &self,
         f: impl FnOnce(&rusqlite::Transaction<'_>) -> TxResult<Option<T>>,
     ) -> TxResult<Option<T>> {
-        self.with(|c| {
+        self.with(true, |c| {
             let tx = c
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(tx_err)?;
@@ -134,7 +97,7 @@ impl SqliteTpcc {
     }
 
     fn read_tx<T>(&self, f: impl FnOnce(&rusqlite::Transaction<'_>) -> TxResult<T>) -> TxResult<T> {
-        self.with(|c| {
+        self.with(false, |c| {
             let tx = c
                 .transaction_with_behavior(TransactionBehavior::Deferred)
                 .map_err(tx_err)?;
@@ -597,11 +560,12 @@ impl TpccDb for SqliteTpcc {
     }
 
     fn mode(&self) -> String {
-        "sqlite BEGIN IMMEDIATE (writers), BEGIN (readers), WAL".into()
+        "sqlite BEGIN IMMEDIATE (writers, one at a time in the process), BEGIN (readers), WAL"
+            .into()
     }
 
     fn settle(&self) -> Result<(), String> {
-        self.with(|c| {
+        self.with(true, |c| {
             c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
                 .map_err(tx_err)
         })
