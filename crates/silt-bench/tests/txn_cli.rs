@@ -35,21 +35,29 @@ fn num(v: &Value, f: &str) -> f64 {
 }
 
 fn queue_indexed(engine: &str, batch: u64) {
-    let lines = run(
-        engine,
-        &[
-            "--workloads",
-            "queue_indexed",
-            "--num",
-            "500",
-            "--duration",
-            "1.5",
-            "--batch",
-            &batch.to_string(),
-            "--value-bytes",
-            "32",
-        ],
-    );
+    queue_indexed_resync(engine, batch, None);
+}
+
+/// `resync`: `--resync-get-min` (None: its default, 1000).
+fn queue_indexed_resync(engine: &str, batch: u64, resync: Option<u64>) {
+    let batch_s = batch.to_string();
+    let mut args = vec![
+        "--workloads",
+        "queue_indexed",
+        "--num",
+        "500",
+        "--duration",
+        "1.5",
+        "--batch",
+        &batch_s,
+        "--value-bytes",
+        "32",
+    ];
+    let resync_s = resync.map(|r| r.to_string());
+    if let Some(r) = &resync_s {
+        args.extend(["--resync-get-min", r]);
+    }
+    let lines = run(engine, &args);
     assert_eq!(lines.len(), 1);
     let v = &lines[0];
     assert_eq!(v["status"], "ok", "{v}");
@@ -96,6 +104,18 @@ fn queue_indexed(engine: &str, batch: u64) {
     assert!((0.0..1.0).contains(&num(v, "abort_rate")), "{v}");
     let single = v["txn"]["single_delete"].as_bool().unwrap();
     assert_eq!(single, engine.starts_with("silt"), "{v}");
+    // iibench's get_min: before the first delete and every `resync` deletes after it
+    // (0: only the first); each found the row the queue expected, or the cell failed.
+    let resync = resync.unwrap_or(1000);
+    assert_eq!(num(&v["txn"], "resync_get_min"), resync as f64, "{v}");
+    let rounds = (del / batch as f64) as u64;
+    let queries = if resync == 0 {
+        1
+    } else {
+        rounds.div_ceil(resync)
+    };
+    assert_eq!(num(&v["txn"], "get_min_queries"), queries as f64, "{v}");
+    assert!(num(&v["txn"], "get_min_max_us") > 0.0, "{v}");
 }
 
 #[test]
@@ -122,6 +142,13 @@ fn queue_indexed_redb() {
 fn queue_indexed_in_batches_and_silt_pessimistic() {
     queue_indexed("silt", 5);
     queue_indexed("silt-pess", 3);
+}
+
+#[test]
+fn queue_indexed_get_min_every_delete_or_once() {
+    queue_indexed_resync("silt", 1, Some(1));
+    queue_indexed_resync("silt", 2, Some(0));
+    queue_indexed_resync("sqlite", 1, Some(7));
 }
 
 #[test]

@@ -150,11 +150,15 @@ pub trait IibDb: Send + Sync {
     fn load(&self, ids: Range<u64>) -> Result<(), String>;
     /// One transaction: rows `ids` and their three index entries each.
     fn insert(&self, ids: Range<u64>) -> TxResult<()>;
-    /// One transaction: finds the (up to) `n` lowest rows among those below `below` (the
-    /// rows known to be committed: the deleter never reads past them, so it does not
+    /// One transaction: finds the (up to) `n` lowest rows in `from..below` (`below`: the
+    /// rows known to be committed; the deleter never reads past them, so it does not
     /// conflict with the inserter's newer rows), and deletes each with its three index
-    /// entries; returns their ids, ascending.
-    fn delete_lowest(&self, n: usize, below: u64) -> TxResult<Vec<u64>>;
+    /// entries; returns their ids, ascending. iibench's `DELETE … WHERE transactionid >=
+    /// min_trxid ORDER BY transactionid LIMIT n`.
+    fn delete_lowest(&self, n: usize, from: u64, below: u64) -> TxResult<Vec<u64>>;
+    /// The lowest row below `below`, read from the start of the table in one read
+    /// transaction (iibench's `get_min_trxid`, `SELECT min(transactionid)`).
+    fn lowest(&self, below: u64) -> TxResult<Option<u64>>;
     /// The consistency check, in one consistent view: the rows are exactly `live`, each as
     /// [`Shape::row`] makes it, every index entry belongs to a live row and every live row
     /// has its three. The violations, each a sentence (empty: consistent).
@@ -206,15 +210,37 @@ impl<S: KvStore> IibDb for KvIib<S> {
         t.commit()
     }
 
-    fn delete_lowest(&self, n: usize, below: u64) -> TxResult<Vec<u64>> {
-        let mut t = self.store.begin(false)?;
-        // From the start of the table, as iibench's `ORDER BY transactionid LIMIT n`: an
-        // LSM walks the tombstones of the rows deleted before until compaction drops them.
-        let mut rows = Vec::with_capacity(n);
+    fn lowest(&self, below: u64) -> TxResult<Option<u64>> {
+        let mut t = self.store.begin(true)?;
+        // From the start of the table: an LSM walks the tombstones of the rows deleted
+        // before, until compaction drops them.
+        let mut first = None;
         let mut bad = None;
         t.scan(
             Table::Purchases,
             &[],
+            &Purchase::pk(below),
+            1,
+            false,
+            &mut |k, _| match <[u8; 8]>::try_from(k) {
+                Ok(id) => first = Some(u64::from_be_bytes(id)),
+                Err(_) => bad = Some(k.len()),
+            },
+        )?;
+        if let Some(len) = bad {
+            return Err(TxError::Fatal(format!("iib: a primary key of {len} bytes")));
+        }
+        t.commit()?;
+        Ok(first)
+    }
+
+    fn delete_lowest(&self, n: usize, from: u64, below: u64) -> TxResult<Vec<u64>> {
+        let mut t = self.store.begin(false)?;
+        let mut rows = Vec::with_capacity(n);
+        let mut bad = None;
+        t.scan(
+            Table::Purchases,
+            &Purchase::pk(from),
             &Purchase::pk(below),
             n,
             false,
@@ -479,8 +505,34 @@ mod tests {
             let db = open(name, &cfg(dir.path()), shape, 1 << 30).unwrap();
             db.load(0..100).unwrap();
             db.insert(100..110).unwrap();
-            assert_eq!(db.delete_lowest(3, 110).unwrap(), vec![0, 1, 2], "{name}");
-            assert_eq!(db.delete_lowest(1, 110).unwrap(), vec![3], "{name}");
+            assert_eq!(db.lowest(110).unwrap(), Some(0), "{name}");
+            assert_eq!(
+                db.delete_lowest(3, 0, 110).unwrap(),
+                vec![0, 1, 2],
+                "{name}"
+            );
+            assert_eq!(db.lowest(110).unwrap(), Some(3), "{name}");
+            assert_eq!(db.delete_lowest(1, 3, 110).unwrap(), vec![3], "{name}");
+            // From a lower bound: the rows below it stay; and never past `below`.
+            assert_eq!(
+                db.delete_lowest(2, 50, 110).unwrap(),
+                vec![50, 51],
+                "{name}"
+            );
+            assert_eq!(
+                db.delete_lowest(5, 108, 110).unwrap(),
+                vec![108, 109],
+                "{name}"
+            );
+            assert_eq!(
+                db.delete_lowest(5, 110, 110).unwrap(),
+                Vec::<u64>::new(),
+                "{name}"
+            );
+            assert_eq!(db.lowest(110).unwrap(), Some(4), "{name}");
+            assert_eq!(db.lowest(4).unwrap(), None, "{name}");
+            db.insert(50..52).unwrap();
+            db.insert(108..110).unwrap();
             assert!(db.check(4..110).unwrap().is_empty(), "{name}");
             // The wrong expectation is reported.
             assert!(!db.check(3..110).unwrap().is_empty(), "{name}");

@@ -96,7 +96,18 @@ impl IibDb for SqliteIib {
         self.insert_rows(ids)
     }
 
-    fn delete_lowest(&self, n: usize, below: u64) -> TxResult<Vec<u64>> {
+    fn lowest(&self, below: u64) -> TxResult<Option<u64>> {
+        self.with(false, |c| {
+            c.prepare_cached(
+                "SELECT min(transactionid) FROM purchases_index WHERE transactionid < ?1",
+            )
+            .and_then(|mut st| st.query_row([below as i64], |r| r.get::<_, Option<i64>>(0)))
+            .map(|id| id.map(|id| id as u64))
+            .map_err(tx_err)
+        })
+    }
+
+    fn delete_lowest(&self, n: usize, from: u64, below: u64) -> TxResult<Vec<u64>> {
         self.with(true, |c| {
             let tx = c
                 .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -104,12 +115,14 @@ impl IibDb for SqliteIib {
             let ids = {
                 let mut st = tx
                     .prepare_cached(
-                        "SELECT transactionid FROM purchases_index WHERE transactionid < ?1 \
-                         ORDER BY transactionid LIMIT ?2",
+                        "SELECT transactionid FROM purchases_index WHERE transactionid >= ?1 \
+                         AND transactionid < ?2 ORDER BY transactionid LIMIT ?3",
                     )
                     .map_err(tx_err)?;
                 let rows = st
-                    .query_map(params![below as i64, n as i64], |r| r.get::<_, i64>(0))
+                    .query_map(params![from as i64, below as i64, n as i64], |r| {
+                        r.get::<_, i64>(0)
+                    })
                     .map_err(tx_err)?;
                 rows.map(|r| r.map(|id| id as u64))
                     .collect::<Result<Vec<u64>, _>>()

@@ -4,7 +4,9 @@
 //! * `queue_indexed`: preload `--num` rows (untimed, then settled); then for `--duration`
 //!   seconds one thread inserts rows at the high end, `--batch` rows per transaction, while
 //!   another deletes the lowest `--batch` rows per transaction, each with its three index
-//!   entries, at the same rate: the deleter never deletes more rows than have been
+//!   entries, from where its previous delete ended (iibench's `transactionid >=
+//!   min_trxid`; every `--resync-get-min` deletes it first finds the lowest row from the
+//!   table's start, iibench's get_min, timed apart), at the same rate: the deleter never deletes more rows than have been
 //!   inserted, and the inserter waits when it is [`max_lag`] rows ahead (so the table
 //!   stays at about `--num` rows, and a slow delete slows the queue). A transaction that fails with a retryable error runs again (`abort_rate`).
 //!   Per elapsed second: rows inserted (`inserted_per_sec`) and the worst delete
@@ -100,6 +102,10 @@ struct Inserter {
 struct Deleter {
     hist: Histogram<u64>,
     rows: u64,
+    /// Delete transactions committed.
+    rounds: u64,
+    /// Each get_min's time, ns.
+    get_min: Vec<u64>,
     retries: u64,
     last_retry: Option<String>,
     worst_ns: Vec<u64>,
@@ -136,6 +142,7 @@ pub(super) fn queue_cell(spec: &CellSpec) -> Result<EngineResult, String> {
     let done = AtomicBool::new(false);
     let barrier = Barrier::new(3);
     let num = a.num;
+    let resync = a.resync_get_min;
     let (io0, disk0, cpu0, ins, del, cpu1) = std::thread::scope(|s| {
         let (db, inserted, deleted, done, barrier) = (&*db, &inserted, &deleted, &done, &barrier);
         let inserter = s.spawn(move || {
@@ -195,6 +202,8 @@ pub(super) fn queue_cell(spec: &CellSpec) -> Result<EngineResult, String> {
             let mut p = Deleter {
                 hist: latency_histogram(),
                 rows: 0,
+                rounds: 0,
+                get_min: Vec::new(),
                 retries: 0,
                 last_retry: None,
                 worst_ns: Vec::new(),
@@ -221,9 +230,34 @@ pub(super) fn queue_cell(spec: &CellSpec) -> Result<EngineResult, String> {
                         std::thread::sleep(Duration::from_micros(50));
                     }
                 };
+                // iibench's get_min: every `resync` delete transactions (0: only the
+                // first), the lowest row, found from the table's start. Timed apart
+                // from the deletes, as iibench does it outside the delete statement; it
+                // still holds up the deleter, and so the queue.
+                // (`is_multiple_of(0)` holds only for 0.)
+                if p.rounds.is_multiple_of(resync) {
+                    let t0 = Instant::now();
+                    match retrying(&mut rng, || db.lowest(num + committed)) {
+                        Ok((Some(lo), _, _)) if lo == p.rows => {}
+                        Ok((lo, _, _)) => {
+                            result = Err(format!(
+                                "get_min: the lowest row is {lo:?}, row {} expected",
+                                p.rows
+                            ));
+                            break;
+                        }
+                        Err(e) => {
+                            result = Err(format!("get_min: {e}"));
+                            break;
+                        }
+                    }
+                    p.get_min.push(t0.elapsed().as_nanos() as u64);
+                }
+                let from = p.rows;
                 let t0 = Instant::now();
-                let ids = match retrying(&mut rng, || db.delete_lowest(b as usize, num + committed))
-                {
+                let ids = match retrying(&mut rng, || {
+                    db.delete_lowest(b as usize, from, num + committed)
+                }) {
                     Ok((ids, n, last)) => {
                         p.retries += n;
                         p.last_retry = last.or(p.last_retry.take());
@@ -253,6 +287,7 @@ pub(super) fn queue_cell(spec: &CellSpec) -> Result<EngineResult, String> {
                 }
                 p.worst_ns[sec] = p.worst_ns[sec].max(ns);
                 p.rows += b;
+                p.rounds += 1;
                 deleted.store(p.rows, Ordering::Release);
             }
             if result.is_err() {
@@ -341,6 +376,10 @@ pub(super) fn queue_cell(spec: &CellSpec) -> Result<EngineResult, String> {
         "insert_max_us": (!ins.hist.is_empty()).then(|| ins.hist.max() as f64 / 1000.0),
         "delete_p50_us": q(&del.hist, 0.5),
         "delete_p99_us": q(&del.hist, 0.99),
+        "resync_get_min": resync,
+        "get_min_queries": del.get_min.len(),
+        "get_min_max_us": del.get_min.iter().max().map(|&ns| ns as f64 / 1000.0),
+        "get_min_total_s": del.get_min.iter().sum::<u64>() as f64 / 1e9,
         "consistency": "rows exactly the live range; every index entry a live row's; every live row its three entries",
     }));
     Ok(r)

@@ -55,7 +55,9 @@
 //! * `queue_indexed` (seed 002, iibench's l.i1 with its three secondary indexes, in
 //!   transactions): `--num` rows preloaded; for `--duration` seconds one thread inserts
 //!   `--batch` rows per transaction at the high end while another deletes the lowest
-//!   `--batch` rows per transaction (single deletes where the engine has them), each row
+//!   `--batch` rows per transaction from where its last delete ended, finding the lowest
+//!   row from the table's start every `--resync-get-min` deletes, as iibench does
+//!   (single deletes where the engine has them), each row
 //!   with its index entries; `inserted_per_sec`, `worst_delete_us_per_sec`,
 //!   `max_delete_us`, `abort_rate`; the table is checked at the end (`iib.rs`,
 //!   `crate::iib`).
@@ -230,6 +232,18 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1.0)]
     #[serde(default = "default_tpcc_scale")]
     pub tpcc_scale: f64,
+    /// `queue_indexed`: every this many delete transactions the deleter asks the table
+    /// for its lowest row, walking from the table's start (iibench's `--resync_get_min`,
+    /// whose default is 1000); in between it deletes from where the last delete ended
+    /// (iibench's `transactionid >= min_trxid`). 1: before every delete; 0: once, at the
+    /// start.
+    #[arg(long, default_value_t = 1000)]
+    #[serde(default = "default_resync_get_min")]
+    pub resync_get_min: u64,
+}
+
+fn default_resync_get_min() -> u64 {
+    1000
 }
 
 fn default_warehouses() -> u32 {
