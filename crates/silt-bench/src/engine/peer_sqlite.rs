@@ -202,6 +202,7 @@ impl Engine for SqliteEngine {
             "cache_kib_per_connection": self.pool.cache_kib(),
             "connections": self.pool.opened(),
             "one_writer_lock": true,
+            "wal_restart_checkpoints": self.pool.restarts(),
             "journal_size_limit": super::sqlite_pool::JOURNAL_SIZE_LIMIT,
             "page_count": pragmas.0,
             "page_size": pragmas.1,

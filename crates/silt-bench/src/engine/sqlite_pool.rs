@@ -12,32 +12,35 @@
 //!   `none`, not used.) Sync `full` → `synchronous=FULL`: every commit fsyncs the WAL.
 //! * Cache: SQLite's page cache is per connection, so each gets `--cache-bytes / threads`
 //!   (`PRAGMA cache_size = -KiB`); memory-mapped I/O stays off (the default).
-//! * **Writers take an in-process lock** ([`SqlitePool::writer`]) for the whole
-//!   transaction, commit and its automatic checkpoint included. SQLite runs one writer at a
-//!   time anyway; without the lock, two connections writing back to back had two faults:
-//!   - The waiting one polls: `BEGIN IMMEDIATE` gets `SQLITE_BUSY`, and the busy handler
-//!     sleeps 1, 2, 5, 10 … ms (bundled SQLite is built with `HAVE_USLEEP`) before it
-//!     tries again, while the lock was free again after a fraction of a millisecond.
-//!   - The WAL never restarted. The automatic checkpoint runs after a commit, outside the
-//!     write lock; by the time it had copied the log, the other writer had appended to it,
-//!     so the log was never wholly checkpointed when a writer began, and SQLite restarts
-//!     the log from its start only then ("checkpoint starvation" in SQLite's WAL
-//!     documentation). At 5M random keys in batches of 1,000 the WAL passed 12 GB in a
-//!     minute and the disk filled (`database or disk is full`).
-//!
-//!   With the lock, the next writer begins only after the checkpoint, so the log restarts,
-//!   and waiting costs a futex wake-up instead of a sleep. This is how a multi-threaded
-//!   program is advised to write to SQLite (one writer at a time, in the application).
+//! * **Writers take an in-process lock** ([`SqlitePool::writer`]) for their transaction,
+//!   through its commit. SQLite runs one writer at a time anyway; without the lock a
+//!   waiting connection polls: `BEGIN IMMEDIATE` gets `SQLITE_BUSY`, and the busy handler
+//!   sleeps 1, 2, 5, 10 … ms (bundled SQLite is built with `HAVE_USLEEP`) before it tries
+//!   again, while the lock was free again after a fraction of a millisecond.
+//! * **Checkpoints: SQLite's automatic one, and a bound on the WAL.** The pool replaces
+//!   SQLite's automatic checkpoint (a WAL hook that checkpoints after any commit that
+//!   leaves 1,000 or more frames in the WAL) with the same rule run by the writer just
+//!   after it lets go of the write lock, so the next writer's transaction overlaps the
+//!   checkpoint as it does in SQLite by default. That overlap also means the WAL may never
+//!   restart ("checkpoint starvation" in SQLite's WAL documentation: the log restarts from
+//!   its start only when a writer begins after a checkpoint that copied all of it, and the
+//!   other writer has always appended by then). At 5M random keys in batches of 1,000 the
+//!   WAL passed 12 GB within a minute and the disk filled (`database or disk is full`). So
+//!   a writer whose commit leaves [`RESTART_FRAMES`] or more frames (64 MiB) runs a
+//!   `RESTART` checkpoint while it still holds the lock, which SQLite's documentation gives
+//!   as the remedy: every frame is copied and the next writer starts the log over.
+//!   (Holding the lock through every checkpoint also bounds the log, but measured 27–45%
+//!   slower on SQLite's batch-1000 fills here: BENCHMARKS.md, 2026-11-26.)
 //!   Readers (deferred `BEGIN`, WAL snapshots) take no lock and run beside the writer.
 //! * `busy_timeout` (60 s) stays, for readers against a checkpoint's brief locks and for a
 //!   second process.
 //! * `journal_size_limit` is 64 MiB: after a restart the WAL file is cut back to that, so a
 //!   one-off large transaction does not leave a large file (and a large space amplification)
-//!   behind. The automatic checkpoint stays at SQLite's default, 1,000 pages.
+//!   behind.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rusqlite::Connection;
@@ -46,6 +49,12 @@ use super::EngineConfig;
 
 /// The WAL file's size after a restart, at most (`PRAGMA journal_size_limit`).
 pub const JOURNAL_SIZE_LIMIT: u64 = 64 << 20;
+/// WAL frames after a commit from which its writer checkpoints (`PASSIVE`, after letting
+/// go of the write lock): SQLite's automatic checkpoint threshold (`wal_autocheckpoint`).
+pub const CHECKPOINT_FRAMES: i64 = 1000;
+/// WAL frames after a commit from which its writer checkpoints with `RESTART` before
+/// letting go of the write lock: 64 MiB of 4 KiB pages.
+pub const RESTART_FRAMES: i64 = (JOURNAL_SIZE_LIMIT / 4096) as i64;
 
 /// Connections to one SQLite database, shared by a cell's threads.
 pub struct SqlitePool {
@@ -56,6 +65,10 @@ pub struct SqlitePool {
     idle: Mutex<Vec<Connection>>,
     writer: Mutex<()>,
     opened: AtomicUsize,
+    /// Frames in the WAL after the latest commit (every connection's WAL hook sets it).
+    wal_frames: Arc<AtomicI64>,
+    /// `RESTART` checkpoints run so far.
+    restarts: AtomicUsize,
 }
 
 /// A leased connection, given back to the pool when dropped; a writer's lease also holds
@@ -63,7 +76,8 @@ pub struct SqlitePool {
 pub struct Lease<'a> {
     pool: &'a SqlitePool,
     conn: Option<Connection>,
-    // Declared after `conn`: the connection is back in the pool before the lock is free.
+    /// A writer's hold on the pool's write lock (`Drop` lets go of it, checkpointing before
+    /// or after as the WAL needs).
     _writer: Option<MutexGuard<'a, ()>>,
 }
 
@@ -87,6 +101,8 @@ impl SqlitePool {
             idle: Mutex::new(Vec::new()),
             writer: Mutex::new(()),
             opened: AtomicUsize::new(0),
+            wal_frames: Arc::new(AtomicI64::new(0)),
+            restarts: AtomicUsize::new(0),
         };
         let c = pool.connect()?;
         c.execute_batch(schema).map_err(err)?;
@@ -108,13 +124,18 @@ impl SqlitePool {
         self.opened.load(Ordering::Relaxed)
     }
 
+    /// `RESTART` checkpoints the pool's writers ran to bound the WAL.
+    pub fn restarts(&self) -> usize {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
     fn idle(&self) -> MutexGuard<'_, Vec<Connection>> {
         // A panic while the list was held cannot leave it half-changed (push and pop).
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn connect(&self) -> Result<Connection, String> {
-        let c = Connection::open(&self.path).map_err(err)?;
+        let mut c = Connection::open(&self.path).map_err(err)?;
         c.busy_timeout(Duration::from_secs(60)).map_err(err)?;
         let mode: String = c
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
@@ -127,6 +148,16 @@ impl SqlitePool {
             "PRAGMA synchronous = {sync}; PRAGMA cache_size = -{}; \
              PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT};",
             self.cache_kib
+        ))
+        .map_err(err)?;
+        // Replaces SQLite's automatic checkpoint (itself a WAL hook): the writer's lease
+        // checkpoints when it is dropped ([`Lease`]'s `Drop`).
+        let frames = Arc::clone(&self.wal_frames);
+        c.wal_hook(Some(
+            move |_: &mut rusqlite::hooks::Wal, pages: std::ffi::c_int| {
+                frames.store(i64::from(pages), Ordering::Relaxed);
+                Ok(())
+            },
         ))
         .map_err(err)?;
         c.set_prepared_statement_cache_capacity(self.statements);
@@ -182,10 +213,33 @@ impl std::ops::DerefMut for Lease<'_> {
 }
 
 impl Drop for Lease<'_> {
+    /// A writer's lease checkpoints as SQLite's automatic checkpoint would after its
+    /// commit: with `RESTART` while it still holds the write lock if the WAL has reached
+    /// [`RESTART_FRAMES`], else with `PASSIVE` just after letting go of it if the WAL has
+    /// [`CHECKPOINT_FRAMES`]. A checkpoint that fails (busy) leaves the WAL as it was, for
+    /// the next commit to try again, as SQLite's own does.
     fn drop(&mut self) {
-        if let Some(c) = self.conn.take() {
-            self.pool.idle().push(c);
+        let Some(c) = self.conn.take() else {
+            return;
+        };
+        if let Some(lock) = self._writer.take() {
+            let frames = self.pool.wal_frames.load(Ordering::Relaxed);
+            if frames >= RESTART_FRAMES {
+                if c.query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| r.get::<_, i64>(0))
+                    == Ok(0)
+                {
+                    self.pool.restarts.fetch_add(1, Ordering::Relaxed);
+                    self.pool.wal_frames.store(0, Ordering::Relaxed);
+                }
+                drop(lock);
+            } else {
+                drop(lock);
+                if frames >= CHECKPOINT_FRAMES {
+                    let _ = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                }
+            }
         }
+        self.pool.idle().push(c);
     }
 }
 
@@ -210,9 +264,13 @@ mod tests {
         }
     }
 
-    /// Two threads writing large transactions back to back: the WAL restarts, so its file
-    /// stays near one transaction plus the checkpoint threshold (about 8 MB at its largest
-    /// here). Without the write lock it grew past 100 MB in each of three runs.
+    /// Two threads writing large transactions back to back: the WAL is bounded. Its file
+    /// grows past the checkpoint threshold while checkpoints overlap the next writer, until
+    /// a commit leaves [`RESTART_FRAMES`] (64 MiB) and its writer restarts the log (89 MB
+    /// at the most in a run here: the frames of the commit that crossed the bound, and a
+    /// restart that found the other thread's checkpoint running and was left to the next
+    /// commit). Without the restart the WAL grew by about 2 MB a transaction, past 100 MB
+    /// in 50 of them, in each of three runs.
     #[test]
     fn back_to_back_writers_let_the_wal_restart() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -223,7 +281,7 @@ mod tests {
             "CREATE TABLE kv (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID",
         )
         .expect("open");
-        let txns = 25u64;
+        let txns = 50u64;
         let peak = std::sync::atomic::AtomicU64::new(0);
         std::thread::scope(|s| {
             for t in 0..2u64 {
@@ -254,9 +312,13 @@ mod tests {
         });
         let peak = peak.into_inner();
         assert!(
-            peak <= 32 << 20,
+            peak <= 2 * JOURNAL_SIZE_LIMIT,
             "the WAL reached {peak} bytes in {} transactions of about 4 MB: it did not restart",
             2 * txns
+        );
+        assert!(
+            pool.restarts() > 0,
+            "no RESTART checkpoint in a {peak}-byte WAL"
         );
         pool.close().expect("close");
     }
