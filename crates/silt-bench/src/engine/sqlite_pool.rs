@@ -79,7 +79,7 @@ pub struct Lease<'a> {
     conn: Option<Connection>,
     /// A writer's hold on the pool's write lock (`Drop` lets go of it, checkpointing before
     /// or after as the WAL needs).
-    _writer: Option<MutexGuard<'a, ()>>,
+    writer: Option<MutexGuard<'a, ()>>,
 }
 
 impl SqlitePool {
@@ -186,7 +186,7 @@ impl SqlitePool {
         Ok(Lease {
             pool: self,
             conn: Some(conn),
-            _writer: writer,
+            writer,
         })
     }
 
@@ -223,7 +223,7 @@ impl Drop for Lease<'_> {
         let Some(c) = self.conn.take() else {
             return;
         };
-        if let Some(lock) = self._writer.take() {
+        if let Some(lock) = self.writer.take() {
             let frames = self.pool.wal_frames.load(Ordering::Relaxed);
             if frames >= RESTART_FRAMES {
                 if c.query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| r.get::<_, i64>(0))
