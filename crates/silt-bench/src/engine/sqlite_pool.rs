@@ -19,9 +19,9 @@
 //!   again, while the lock was free again after a fraction of a millisecond.
 //! * **Checkpoints: SQLite's automatic one, and a bound on the WAL.** The pool replaces
 //!   SQLite's automatic checkpoint (a WAL hook that checkpoints after any commit that
-//!   leaves 1,000 or more frames in the WAL) with the same rule run by the writer just
-//!   after it lets go of the write lock, so the next writer's transaction overlaps the
-//!   checkpoint as it does in SQLite by default. That overlap also means the WAL may never
+//!   leaves 1,000 or more frames in the WAL) with a checkpoint every 1,000 frames added,
+//!   run by the writer just after it lets go of the write lock, so the next writer's
+//!   transaction overlaps the checkpoint as it does in SQLite by default. That overlap also means the WAL may never
 //!   restart ("checkpoint starvation" in SQLite's WAL documentation: the log restarts from
 //!   its start only when a writer begins after a checkpoint that copied all of it, and the
 //!   other writer has always appended by then). At 5M random keys in batches of 1,000 the
@@ -68,6 +68,8 @@ pub struct SqlitePool {
     opened: AtomicUsize,
     /// Frames in the WAL after the latest commit (every connection's WAL hook sets it).
     wal_frames: Arc<AtomicI64>,
+    /// `wal_frames` when a writer last started a checkpoint.
+    checkpointed_at: AtomicI64,
     /// `RESTART` checkpoints run so far.
     restarts: AtomicUsize,
 }
@@ -103,6 +105,7 @@ impl SqlitePool {
             writer: Mutex::new(()),
             opened: AtomicUsize::new(0),
             wal_frames: Arc::new(AtomicI64::new(0)),
+            checkpointed_at: AtomicI64::new(0),
             restarts: AtomicUsize::new(0),
         };
         let c = pool.connect()?;
@@ -214,28 +217,44 @@ impl std::ops::DerefMut for Lease<'_> {
 }
 
 impl Drop for Lease<'_> {
-    /// A writer's lease checkpoints as SQLite's automatic checkpoint would after its
-    /// commit: with `RESTART` while it still holds the write lock if the WAL has reached
-    /// [`RESTART_FRAMES`], else with `PASSIVE` just after letting go of it if the WAL has
-    /// [`CHECKPOINT_FRAMES`]. A checkpoint that fails (busy) leaves the WAL as it was, for
-    /// the next commit to try again, as SQLite's own does.
+    /// A writer's lease checkpoints after its commit: with `RESTART` while it still holds
+    /// the write lock if the WAL has reached [`RESTART_FRAMES`]; else with `PASSIVE`, just
+    /// after letting go of it, once [`CHECKPOINT_FRAMES`] frames were added since the last
+    /// checkpoint began (since the log restarted, if it did). SQLite's own rule is "the WAL
+    /// holds 1,000 frames", which with one writer is the same thing; with writers that
+    /// overlap the checkpoint the log seldom restarts, and that rule would checkpoint (two
+    /// fsyncs) after every later commit. A checkpoint that fails (busy) leaves the WAL as
+    /// it was, for a later commit to try again, as SQLite's own does.
     fn drop(&mut self) {
         let Some(c) = self.conn.take() else {
             return;
         };
         if let Some(lock) = self.writer.take() {
-            let frames = self.pool.wal_frames.load(Ordering::Relaxed);
+            let pool = self.pool;
+            let frames = pool.wal_frames.load(Ordering::Relaxed);
             if frames >= RESTART_FRAMES {
                 if c.query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| r.get::<_, i64>(0))
                     == Ok(0)
                 {
-                    self.pool.restarts.fetch_add(1, Ordering::Relaxed);
-                    self.pool.wal_frames.store(0, Ordering::Relaxed);
+                    pool.restarts.fetch_add(1, Ordering::Relaxed);
+                    pool.wal_frames.store(0, Ordering::Relaxed);
                 }
+                pool.checkpointed_at.store(0, Ordering::Relaxed);
                 drop(lock);
             } else {
+                let last = pool.checkpointed_at.load(Ordering::Relaxed);
+                // Fewer frames than at the last checkpoint: the log restarted since.
+                let added = if frames >= last {
+                    frames - last
+                } else {
+                    frames
+                };
+                let due = added >= CHECKPOINT_FRAMES;
+                if due {
+                    pool.checkpointed_at.store(frames, Ordering::Relaxed);
+                }
                 drop(lock);
-                if frames >= CHECKPOINT_FRAMES {
+                if due {
                     let _ = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
                 }
             }
