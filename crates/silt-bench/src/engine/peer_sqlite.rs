@@ -55,11 +55,7 @@ impl SqliteEngine {
         write: bool,
         f: impl FnOnce(&mut rusqlite::Connection) -> rusqlite::Result<T>,
     ) -> EResult<T> {
-        let mut c = if write {
-            self.pool.writer()?
-        } else {
-            self.pool.lease()?
-        };
+        let mut c = self.pool.lease_for(write)?;
         f(&mut c).map_err(err)
     }
 }

@@ -181,6 +181,15 @@ impl SqlitePool {
         self.lease_with(Some(guard))
     }
 
+    /// [`SqlitePool::writer`] if `write`, else [`SqlitePool::lease`].
+    pub fn lease_for(&self, write: bool) -> Result<Lease<'_>, String> {
+        if write {
+            self.writer()
+        } else {
+            self.lease()
+        }
+    }
+
     fn lease_with<'a>(&'a self, writer: Option<MutexGuard<'a, ()>>) -> Result<Lease<'a>, String> {
         let conn = match self.idle().pop() {
             Some(c) => c,

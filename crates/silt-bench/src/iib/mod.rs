@@ -80,6 +80,14 @@ impl Purchase {
         id.to_be_bytes()
     }
 
+    /// The id a primary key ([`Purchase::pk`]) holds; a key of another length is a fatal
+    /// error.
+    pub fn id_of(k: &[u8]) -> TxResult<u64> {
+        <[u8; 8]>::try_from(k)
+            .map(u64::from_be_bytes)
+            .map_err(|_| TxError::Fatal(format!("iib: a primary key of {} bytes", k.len())))
+    }
+
     /// The row as the primary keyspace's value.
     pub fn enc(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(24 + self.data.len());
@@ -222,13 +230,13 @@ impl<S: KvStore> IibDb for KvIib<S> {
             &Purchase::pk(below),
             1,
             false,
-            &mut |k, _| match <[u8; 8]>::try_from(k) {
-                Ok(id) => first = Some(u64::from_be_bytes(id)),
-                Err(_) => bad = Some(k.len()),
+            &mut |k, _| match Purchase::id_of(k) {
+                Ok(id) => first = Some(id),
+                Err(e) => bad = Some(e),
             },
         )?;
-        if let Some(len) = bad {
-            return Err(TxError::Fatal(format!("iib: a primary key of {len} bytes")));
+        if let Some(e) = bad {
+            return Err(e);
         }
         t.commit()?;
         Ok(first)
@@ -244,20 +252,9 @@ impl<S: KvStore> IibDb for KvIib<S> {
             &Purchase::pk(below),
             n,
             false,
-            &mut |k, v| match <[u8; 8]>::try_from(k) {
-                Ok(id) => {
-                    let id = u64::from_be_bytes(id);
-                    match Purchase::dec(id, v) {
-                        Ok(r) => rows.push(r),
-                        Err(e) => bad = Some(e),
-                    }
-                }
-                Err(_) => {
-                    bad = Some(TxError::Fatal(format!(
-                        "iib: a primary key of {} bytes",
-                        k.len()
-                    )))
-                }
+            &mut |k, v| match Purchase::id_of(k).and_then(|id| Purchase::dec(id, v)) {
+                Ok(r) => rows.push(r),
+                Err(e) => bad = Some(e),
             },
         )?;
         if let Some(e) = bad {

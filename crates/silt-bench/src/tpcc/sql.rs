@@ -69,12 +69,7 @@ impl SqliteTpcc {
     /// Runs `f` on a pooled connection (one per thread at a time), holding the pool's
     /// write lock if `write`.
     fn with<T>(&self, write: bool, f: impl FnOnce(&mut Connection) -> TxResult<T>) -> TxResult<T> {
-        let mut c = if write {
-            self.pool.writer()
-        } else {
-            self.pool.lease()
-        }
-        .map_err(TxError::Fatal)?;
+        let mut c = self.pool.lease_for(write).map_err(TxError::Fatal)?;
         f(&mut c)
     }
 
