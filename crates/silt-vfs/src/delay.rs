@@ -134,6 +134,9 @@ impl FileSystem for DelayFs {
     fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.inner.hard_link(from, to)
     }
+    fn link_count(&self, path: &Path) -> io::Result<u64> {
+        self.inner.link_count(path)
+    }
     fn remove_dir(&self, dir: &Path) -> io::Result<()> {
         self.inner.remove_dir(dir)
     }
@@ -161,6 +164,9 @@ impl File for DelayFile {
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.inner.set_len(len)
+    }
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        self.inner.allocate(len)
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.inner.read_at(buf, offset)

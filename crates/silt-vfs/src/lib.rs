@@ -66,6 +66,12 @@ pub trait FileSystem: Send + Sync + std::fmt::Debug + 'static {
             "this file system has no hard links",
         ))
     }
+    /// How many names (hard links) the file `path` has. Default: 1 (a file system without
+    /// links).
+    fn link_count(&self, path: &Path) -> io::Result<u64> {
+        let _ = path;
+        Ok(1)
+    }
     /// Removes the empty directory `dir`. Default: `Unsupported` (the directory stays).
     fn remove_dir(&self, dir: &Path) -> io::Result<()> {
         let _ = dir;
@@ -131,6 +137,12 @@ pub trait File: Send + Sync + std::fmt::Debug {
     }
     /// Sets the file's length; new bytes read as zero. Durable after `sync_data`.
     fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Extends the file to `len` bytes, reserving its blocks on the device without writing
+    /// them (`fallocate`): new bytes read as zero, and a later write into them cannot fail
+    /// for want of space. Durable after `sync_data`. Default: [`File::set_len`].
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        self.set_len(len)
+    }
     /// Reads exactly `buf.len()` bytes at `offset`; reading past the end is an error of kind
     /// `UnexpectedEof`.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;

@@ -76,6 +76,11 @@ impl FileSystem for OsFs {
         std::fs::hard_link(from, to)
     }
 
+    fn link_count(&self, path: &Path) -> io::Result<u64> {
+        use std::os::unix::fs::MetadataExt;
+        Ok(std::fs::metadata(path)?.nlink())
+    }
+
     fn remove_dir(&self, dir: &Path) -> io::Result<()> {
         std::fs::remove_dir(dir)
     }
@@ -222,6 +227,16 @@ impl File for OsFile {
     fn set_len(&self, len: u64) -> io::Result<()> {
         *self.map.write() = None;
         self.file.set_len(len)
+    }
+
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        *self.map.write() = None;
+        match rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::empty(), 0, len) {
+            Ok(()) => Ok(()),
+            // A file system without fallocate (tmpfs has it; some FUSE ones do not).
+            Err(e) if e == rustix::io::Errno::OPNOTSUPP => self.file.set_len(len),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {

@@ -56,6 +56,11 @@ pub enum Preallocate {
     ZeroFill,
     /// Reuse a purged segment (rename it, rewrite its header); zero-fill when none is left.
     Recycle,
+    /// Reuse a purged segment; when none is left, reserve the new segment's blocks with
+    /// `fallocate` instead of writing zeros over them. The device gets no zeros, but the
+    /// first `fdatasync` after a write into a reserved block also commits the file system's
+    /// note that the block was written: choose it when most commits are not synced.
+    RecycleElseAllocate,
 }
 
 /// Options for [`crate::Wal::open`]. `Options::default()` gives `SyncMode::Full`,

@@ -7,9 +7,10 @@
 //! its size and header are synced (and the directory synced) before it is used: an
 //! `fdatasync` of a record then never has to update file metadata.
 //!
-//! Preallocation is by zero-fill, or, with [`crate::Preallocate::Recycle`], by renaming a
-//! purged segment (records carry their segment id and LSN, so stale bytes of a recycled file
-//! never read as records). A background thread prepares segment `k + 1` once writers pass
+//! Preallocation is by zero-fill (or `fallocate`, [`crate::Preallocate::RecycleElseAllocate`]),
+//! or, with [`crate::Preallocate::Recycle`], by renaming a purged segment (records carry their
+//! segment id and LSN, so stale bytes of a recycled file never read as records). A purged
+//! segment that has another name (a hard link) is removed, never recycled. A background thread prepares segment `k + 1` once writers pass
 //! the middle of segment `k`, so rotation does not wait for preallocation.
 
 use std::collections::BTreeMap;
@@ -158,7 +159,7 @@ impl Segments {
         }
         .encode();
         let file = match (self.prealloc, prep.pool.pop()) {
-            (Preallocate::Recycle, Some(old)) => {
+            (Preallocate::Recycle | Preallocate::RecycleElseAllocate, Some(old)) => {
                 // The new header first, under the pool name, then the rename: a crash at
                 // any moment leaves a pool file or a segment whose header matches its name,
                 // never a segment file that still names its old segment.
@@ -177,13 +178,18 @@ impl Segments {
                 let tmp = path.with_extension("tmp");
                 let _ = self.fs.remove(&tmp);
                 let f = self.fs.create(&tmp).map_err(io("create", &tmp))?;
-                let zeros = vec![0u8; ZERO_CHUNK_BYTES];
-                let mut off = 0u64;
-                while off < self.segment_bytes {
-                    let n = ZERO_CHUNK_BYTES.min((self.segment_bytes - off) as usize);
-                    f.write_at(&[&zeros[..n]], off)
-                        .map_err(io("pwrite", &tmp))?;
-                    off += n as u64;
+                if self.prealloc == Preallocate::RecycleElseAllocate {
+                    f.allocate(self.segment_bytes)
+                        .map_err(io("fallocate", &tmp))?;
+                } else {
+                    let zeros = vec![0u8; ZERO_CHUNK_BYTES];
+                    let mut off = 0u64;
+                    while off < self.segment_bytes {
+                        let n = ZERO_CHUNK_BYTES.min((self.segment_bytes - off) as usize);
+                        f.write_at(&[&zeros[..n]], off)
+                            .map_err(io("pwrite", &tmp))?;
+                        off += n as u64;
+                    }
                 }
                 f.write_at(&[&header], 0).map_err(io("pwrite", &tmp))?;
                 f.sync_data().map_err(io("fdatasync", &tmp))?;
@@ -304,10 +310,17 @@ impl Segments {
         for &id in &victims {
             let path = self.path(id);
             self.files.write().remove(&id);
-            if self.prealloc == Preallocate::Recycle
+            // A segment with another name (a database's log blob, `wal.md`) is never
+            // reused: its bytes belong to that name now.
+            let recycle = self.prealloc != Preallocate::ZeroFill
                 && !empty_pool
                 && prep.pool.len() < RECYCLE_POOL_MAX
-            {
+                && self
+                    .fs
+                    .link_count(&path)
+                    .map_err(|e| Error::io("stat", Some(path.clone()), e))?
+                    == 1;
+            if recycle {
                 prep.pool_serial += 1;
                 let to = self.dir.join(format!("{:020}.recycle", prep.pool_serial));
                 self.fs

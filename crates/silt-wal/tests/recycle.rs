@@ -247,3 +247,82 @@ fn a_purge_to_the_end_of_the_log_deletes_the_pool_and_the_log_goes_on() {
         "{n} records after the purge"
     );
 }
+
+/// A purged segment with a second name (the engine's log blob, `wal.md`, "Other names") is
+/// removed, never recycled: the other name's bytes stay what they were while the log goes
+/// on through many more segments, in both preallocation modes that recycle.
+#[test]
+fn a_segment_with_another_name_is_never_recycled() {
+    for mode in [
+        silt_wal::Preallocate::Recycle,
+        silt_wal::Preallocate::RecycleElseAllocate,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let wal = Wal::open(
+            dir.path(),
+            Options::default().segment_bytes(SEG).preallocate(mode),
+        )
+        .unwrap();
+        append_to(&wal, 3 * SEG + 1000).unwrap();
+        // Segments 1 and 2 get a second name; 0 does not.
+        let seg = |id: u64| dir.path().join(format!("{id:020}.wal"));
+        let linked: Vec<PathBuf> = (1..=2)
+            .map(|id| {
+                let to = other.path().join(format!("{id}.blob"));
+                std::fs::hard_link(seg(id), &to).unwrap();
+                to
+            })
+            .collect();
+        let before: Vec<Vec<u8>> = linked.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        wal.purge_up_to(3 * SEG).unwrap();
+        assert!(!seg(1).exists() && !seg(2).exists(), "the log's names go");
+        // Only segment 0 could be pooled.
+        assert!(pool_files(dir.path()) <= 1, "{mode:?}");
+        // Many more segments, purged as they fill: each reuses the pool when it can.
+        for k in 4..12u64 {
+            append_to(&wal, k * SEG + 1000).unwrap();
+            wal.purge_up_to(k * SEG).unwrap();
+        }
+        assert_eq!(wal.poison_cause(), None);
+        for (p, b) in linked.iter().zip(&before) {
+            assert!(std::fs::read(p).unwrap() == *b, "{mode:?}: {p:?} was written to");
+        }
+        let end = wal.reserved_lsn();
+        wal.close().unwrap();
+        let wal = Wal::open(
+            dir.path(),
+            Options::default().segment_bytes(SEG).preallocate(mode),
+        )
+        .unwrap();
+        let last = wal.read_from(0).unwrap().last().unwrap().unwrap();
+        assert!(last.lsn < end && last.lsn + 1100 > end, "the tail survived");
+    }
+}
+
+/// `RecycleElseAllocate` makes full-size segments without writing zeros, and a log made of
+/// them reads back and reopens like any other.
+#[test]
+fn allocated_segments_are_full_size_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || {
+        Options::default()
+            .segment_bytes(SEG)
+            .preallocate(silt_wal::Preallocate::RecycleElseAllocate)
+    };
+    let wal = Wal::open(dir.path(), opts()).unwrap();
+    append_to(&wal, 3 * SEG + 1000).unwrap();
+    let end = wal.reserved_lsn();
+    wal.close().unwrap();
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "wal") {
+            assert_eq!(std::fs::metadata(&p).unwrap().len(), SEG, "{p:?}");
+        }
+    }
+    let wal = Wal::open(dir.path(), opts()).unwrap();
+    let n = wal.read_from(0).unwrap().count();
+    assert!(n > 180, "{n} records"); // 1,040-byte records over three segments and a bit
+    let last = wal.read_from(0).unwrap().last().unwrap().unwrap();
+    assert!(last.lsn < end && last.lsn + 1100 > end);
+}

@@ -185,6 +185,7 @@ pub(super) fn run_cell(
         preallocate: match cell.preallocate {
             Preallocate::ZeroFill => "zero",
             Preallocate::Recycle => "recycle",
+            Preallocate::RecycleElseAllocate => "allocate",
         }
         .into(),
         repeat,

@@ -74,7 +74,8 @@ pub struct CommitArgs {
     /// Segment size of each log in bytes.
     #[arg(long, default_value_t = 64 << 20)]
     segment_bytes: u64,
-    /// Comma-separated preallocation modes to compare: zero, recycle.
+    /// Comma-separated preallocation modes to compare: zero, recycle, allocate (recycle, else
+    /// fallocate).
     #[arg(long, default_value = "recycle")]
     preallocate: String,
     /// Purge segments behind the writers every millisecond (as a checkpointing engine
@@ -121,7 +122,12 @@ fn cells(a: &CommitArgs) -> Result<Vec<Cell>, String> {
         preallocs.push(match p.as_str() {
             "zero" => Preallocate::ZeroFill,
             "recycle" => Preallocate::Recycle,
-            other => return Err(format!("--preallocate: unknown {other:?} (zero, recycle)")),
+            "allocate" => Preallocate::RecycleElseAllocate,
+            other => {
+                return Err(format!(
+                    "--preallocate: unknown {other:?} (zero, recycle, allocate)"
+                ))
+            }
         });
     }
     if threads.iter().chain(&tasks).any(|&n| n == 0) {
