@@ -46,7 +46,10 @@ mod async_api;
 
 pub use copy::PurgeHold;
 pub use error::{Error, Result};
-pub use format::{max_payload_bytes, MAX_PAYLOAD_BYTES};
+pub use format::{
+    max_payload_bytes, verify_span, SegmentHeader, MAX_PAYLOAD_BYTES, RECORD_HEADER_BYTES,
+    SEGMENT_HEADER_BYTES,
+};
 pub use options::{AppendOptions, Options, Preallocate, Strategy, SyncMode};
 pub use recovery::{Damage, DamageKind, Reader, Record, RecoveryInfo};
 pub use reservation::{Appended, Reservation};
@@ -61,7 +64,7 @@ pub type Lsn = u64;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod decode {
-    pub use crate::format::{RecordHeader, RecordType, SegmentHeader};
+    pub use crate::format::{RecordHeader, RecordType};
     pub use crate::fuzzing::{decode_bytes, recover_damaged};
 }
 

@@ -225,6 +225,13 @@ impl Wal {
         self.inner.stats()
     }
 
+    /// The path of segment `id`'s file (which may not exist). A caller may give the file a
+    /// second name (a hard link) below the filled watermark: the log then never recycles it
+    /// (`docs/format/wal.md`, "Other names").
+    pub fn segment_path(&self, id: u64) -> std::path::PathBuf {
+        self.inner.segments.path(id)
+    }
+
     /// Reads the records with an LSN at or after `from` that were appended before this call,
     /// oldest first. Records in purged segments are not returned.
     ///

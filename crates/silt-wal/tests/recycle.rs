@@ -286,7 +286,10 @@ fn a_segment_with_another_name_is_never_recycled() {
         }
         assert_eq!(wal.poison_cause(), None);
         for (p, b) in linked.iter().zip(&before) {
-            assert!(std::fs::read(p).unwrap() == *b, "{mode:?}: {p:?} was written to");
+            assert!(
+                std::fs::read(p).unwrap() == *b,
+                "{mode:?}: {p:?} was written to"
+            );
         }
         let end = wal.reserved_lsn();
         wal.close().unwrap();

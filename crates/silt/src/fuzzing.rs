@@ -536,6 +536,7 @@ fn manifest_seeds() -> Vec<(String, Vec<u8>)> {
             size_bytes: 9000,
             records: 3,
             value_bytes: 8800,
+            log: None,
         };
         let with_blob = crate::table_meta::TableMeta {
             blobs: vec![crate::table_meta::BlobRef {

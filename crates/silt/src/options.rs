@@ -60,6 +60,7 @@ pub struct DbBuilder {
     pub(crate) blob_threshold_bytes: Option<usize>,
     pub(crate) cf_blob_threshold_bytes: std::collections::BTreeMap<String, Option<usize>>,
     pub(crate) blob_gc_garbage_ratio: f64,
+    pub(crate) blob_from_log: bool,
     pub(crate) fs: Option<Arc<dyn FileSystem>>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) ttl: Option<Duration>,
@@ -100,6 +101,7 @@ impl DbBuilder {
             blob_threshold_bytes: Some(1024),
             cf_blob_threshold_bytes: std::collections::BTreeMap::new(),
             blob_gc_garbage_ratio: 0.5,
+            blob_from_log: true,
             fs: None,
             clock: Arc::new(SystemClock),
             ttl: None,
@@ -203,6 +205,17 @@ impl DbBuilder {
     /// already separated stay where they are).
     pub fn blob_threshold_bytes(mut self, bytes: Option<usize>) -> Self {
         self.blob_threshold_bytes = bytes;
+        self
+    }
+
+    /// Whether a flush may point at a separated value where the log already holds it,
+    /// instead of copying it to a blob file: it hard-links the log segment into `tables/`
+    /// as a *log blob* (`docs/format/vlog.md`, "Log blobs"), so the value reaches the
+    /// device once, not twice. A segment is linked only when most of the span the flush
+    /// covers is such values; otherwise, on a file system without hard links, and for a
+    /// transaction written in several records, values are copied. Default `true`.
+    pub fn blob_from_log(mut self, on: bool) -> Self {
+        self.blob_from_log = on;
         self
     }
 

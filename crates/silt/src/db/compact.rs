@@ -267,6 +267,7 @@ impl DbInner {
             threshold: self.blob_threshold(job.cf),
             relocate,
             files: Some(self.blob_files.clone()),
+            log: None,
         };
         (sep, sv)
     }

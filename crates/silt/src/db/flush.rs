@@ -128,6 +128,8 @@ impl DbInner {
         let mut new = NewTables::new(self);
         let snapshots = self.snapshot_list();
         let version = self.sv.read().version.clone();
+        // Large values the log holds are pointed at there, not copied (log blobs).
+        let linked = self.link_log_values(mem, boundary, &mut new)?;
         for cf in mem.cfs() {
             if !live_cfs.contains(&cf) {
                 continue; // dropped
@@ -147,6 +149,7 @@ impl DbInner {
                 threshold: self.blob_threshold(cf),
                 relocate: Default::default(),
                 files: Some(self.blob_files.clone()),
+                log: linked.values.get(&cf).cloned(),
             });
             let (out, n) = self.write_table(&mut it, &mut new, &sep)?;
             self.counters
@@ -196,13 +199,34 @@ impl DbInner {
             Edit::AddBlob(b) => !dropped.contains(&b.id),
             _ => true,
         });
-        let recorded: Vec<u64> = edits
+        // The log blobs some recorded table points into join the state first; the others
+        // (no value ended up pointing there) are unlinked with `new`.
+        let pointed: HashSet<u64> = edits
             .iter()
             .filter_map(|e| match e {
-                Edit::AddTable { meta, .. } => Some(meta.id),
+                Edit::AddTable { meta, .. } => Some(meta.blobs.iter().map(|b| b.id)),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        let log_blobs: Vec<Edit> = linked
+            .blobs
+            .into_iter()
+            .filter(|b| pointed.contains(&b.id))
+            .map(Edit::AddBlob)
+            .collect();
+        let mut recorded: Vec<u64> = log_blobs
+            .iter()
+            .filter_map(|e| match e {
+                Edit::AddBlob(b) => Some(b.id),
                 _ => None,
             })
             .collect();
+        edits.splice(0..0, log_blobs);
+        recorded.extend(edits.iter().filter_map(|e| match e {
+            Edit::AddTable { meta, .. } => Some(meta.id),
+            _ => None,
+        }));
         crate::kill_point::hit("flush: tables written and log synced, before the manifest edit");
         let r = st.manifest.log_and_apply(edits);
         let r = match r {

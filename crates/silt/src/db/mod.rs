@@ -91,6 +91,7 @@ mod checkpoint;
 mod compact;
 mod dir;
 mod flush;
+mod log_blob;
 mod open;
 mod read;
 mod read_only;

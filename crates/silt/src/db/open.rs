@@ -98,6 +98,14 @@ impl Db {
             silt_wal::Options::default()
                 .sync(opts.sync)
                 .segment_bytes(opts.wal_segment_bytes)
+                // A new segment (none purged to reuse: a load whose segments became log
+                // blobs) is allocated, not zero-filled, unless most commits are synced:
+                // zeros would write a linked value's bytes a second time (`wal.md`).
+                .preallocate(if opts.sync == silt_wal::SyncMode::Full {
+                    silt_wal::Preallocate::Recycle
+                } else {
+                    silt_wal::Preallocate::RecycleElseAllocate
+                })
                 // Records below log start are in tables: damage there loses nothing.
                 .required_from(log_start)
                 .fs(fs.clone()),

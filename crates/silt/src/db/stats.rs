@@ -96,7 +96,8 @@ pub struct Stats {
     pub compaction_write_bytes: u64,
     /// Blob files (key-value separation) in the current version.
     pub blob_files: u64,
-    /// Bytes of those files.
+    /// Bytes of those files (of a log blob, a linked log segment: the span it owns,
+    /// `docs/format/vlog.md`, "Log blobs").
     pub blob_file_bytes: u64,
     /// Value bytes in those files that some table still points at (the rest is garbage
     /// that collection reclaims: `docs/format/vlog.md`).
@@ -456,7 +457,7 @@ impl DbInner {
             compaction_read_bytes: c.compaction_read_bytes.load(SeqCst),
             compaction_write_bytes: cw,
             blob_files: sv.version.blobs.len() as u64,
-            blob_file_bytes: sv.version.blobs.values().map(|b| b.meta.size_bytes).sum(),
+            blob_file_bytes: sv.version.blobs.values().map(|b| b.meta.disk_bytes()).sum(),
             blob_live_bytes: sv.version.blobs.values().map(|b| b.live_bytes()).sum(),
             blob_write_bytes: c.blob_write_bytes.load(SeqCst),
             flushes: c.flushes.load(SeqCst),

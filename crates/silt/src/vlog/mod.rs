@@ -16,6 +16,6 @@ mod output;
 mod reader;
 mod writer;
 
-pub(crate) use output::{Finished, Output, Separation};
+pub(crate) use output::{Finished, LogValue, LogValues, Output, Separation};
 pub(crate) use reader::{check_file, read_meta, verify_records, BlobFiles};
 pub(crate) use writer::BlobWriter;

@@ -22,7 +22,27 @@ pub(crate) struct Separation {
     /// Where relocated values are read, and where the blob file is created. Needed when
     /// `threshold` or `relocate` can apply.
     pub(crate) files: Option<Arc<BlobFiles>>,
+    /// A flush's values found in the log, in linked segments: a `Put` to separate that is
+    /// one of them gets a log pointer instead of a copy (`docs/format/vlog.md`, "Log
+    /// blobs").
+    pub(crate) log: Option<Arc<LogValues>>,
 }
+
+/// Where one value lies in a log blob.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LogValue {
+    /// The log blob (a linked segment).
+    pub(crate) blob: u64,
+    /// The value's offset in the segment file.
+    pub(crate) offset: u64,
+    pub(crate) len: u32,
+    /// CRC-32C of the value's bytes in the log.
+    pub(crate) crc: u32,
+}
+
+/// The values of one column family a flush may point at: `(user key, seqno)` → where the
+/// log holds the value that entry put.
+pub(crate) type LogValues = HashMap<(Vec<u8>, u64), LogValue>;
 
 /// A finished output: the table, and the blob file written beside it if any.
 #[derive(Debug)]
@@ -62,7 +82,10 @@ impl Output {
         };
         match p.kind {
             Kind::Put | Kind::PutTtl if self.sep.threshold.is_some_and(|t| body.len() >= t) => {
-                let ptr = self.blob_writer()?.add(p.user_key, body)?;
+                let ptr = match self.log_pointer(p.user_key, p.seqno, body) {
+                    Some(ptr) => ptr,
+                    None => self.blob_writer()?.add(p.user_key, body)?,
+                };
                 // The same entry, kind `Blob` (`BlobTtl`): only the trailer's kind byte
                 // changes, and the value becomes the (expiry and the) pointer.
                 let kind = if p.kind == Kind::Put {
@@ -74,9 +97,9 @@ impl Output {
                 self.key.extend_from_slice(p.user_key);
                 self.key
                     .extend_from_slice(&key::trailer(p.seqno, kind as u8));
-                let mut v = Vec::with_capacity(expiry_len + crate::table_meta::BLOB_POINTER_BYTES);
+                let mut v = Vec::with_capacity(expiry_len + crate::table_meta::LOG_POINTER_BYTES);
                 v.extend_from_slice(&value[..expiry_len]);
-                v.extend_from_slice(&ptr.encode());
+                ptr.encode_into(&mut v);
                 let k = std::mem::take(&mut self.key);
                 let r = self.table.add(&k, &v);
                 self.key = k;
@@ -97,11 +120,26 @@ impl Output {
                 let new = self.blob_writer()?.add(p.user_key, &v)?;
                 let mut nv = Vec::with_capacity(expiry_len + crate::table_meta::BLOB_POINTER_BYTES);
                 nv.extend_from_slice(&value[..expiry_len]);
-                nv.extend_from_slice(&new.encode());
+                new.encode_into(&mut nv);
                 self.table.add(ikey, &nv)
             }
             _ => self.table.add(ikey, value),
         }
+    }
+
+    /// A log pointer to `value` if the flush found this entry's value in a linked segment
+    /// and the log's bytes there are `value`'s (same length and crc32c).
+    fn log_pointer(&self, user_key: &[u8], seqno: u64, value: &[u8]) -> Option<BlobPointer> {
+        let at = self.sep.log.as_ref()?.get(&(user_key.to_vec(), seqno))?;
+        if at.len as usize != value.len() || crc32c::crc32c(value) != at.crc {
+            return None;
+        }
+        Some(BlobPointer {
+            id: at.blob,
+            offset: at.offset,
+            len: at.len,
+            crc: Some(at.crc),
+        })
     }
 
     fn corrupt(&self, reason: &str) -> Error {

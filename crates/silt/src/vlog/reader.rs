@@ -8,7 +8,7 @@ use silt_vfs::{File, FileSystem};
 
 use super::format::{self, FOOTER_BYTES, HEADER_BYTES};
 use crate::error::{Error, Result};
-use crate::table_meta::{blob_file_name, BlobMeta, BlobPointer};
+use crate::table_meta::{blob_file_name, BlobMeta, BlobPointer, LogSpan};
 
 /// Opens blob files on demand and keeps a bounded number open.
 pub(crate) struct BlobFiles {
@@ -91,6 +91,14 @@ impl BlobFiles {
             reason,
         };
         debug_assert_eq!(meta.id, ptr.id);
+        if let Some(span) = meta.log {
+            return self.read_log(meta, span, ptr);
+        }
+        if ptr.crc.is_some() {
+            return Err(corrupt(
+                "a log pointer (24 bytes) names a blob file, not a log blob".into(),
+            ));
+        }
         let len = format::record_bytes(user_key.len(), ptr.len as usize);
         let end = ptr.offset.checked_add(len);
         let records_end = meta.size_bytes.saturating_sub(FOOTER_BYTES);
@@ -111,6 +119,38 @@ impl BlobFiles {
     }
 }
 
+impl BlobFiles {
+    /// The value a log pointer points at in log blob `meta` (`docs/format/vlog.md`, "Log
+    /// blobs"): inside the span, and of the pointer's crc32c.
+    fn read_log(&self, meta: &BlobMeta, span: LogSpan, ptr: BlobPointer) -> Result<Vec<u8>> {
+        let corrupt = |reason: String| Error::Corruption {
+            file: self.path(meta.id),
+            offset: ptr.offset,
+            reason,
+        };
+        let Some(crc) = ptr.crc else {
+            return Err(corrupt(
+                "a blob-file pointer (20 bytes) names a log blob".into(),
+            ));
+        };
+        let end = ptr.offset.checked_add(u64::from(ptr.len));
+        if ptr.offset < span.from || end.is_none_or(|e| e > span.to) {
+            return Err(corrupt(format!(
+                "a pointer to {} bytes at offset {} lies outside the log blob's span ({}..{})",
+                ptr.len, ptr.offset, span.from, span.to
+            )));
+        }
+        let mut v = vec![0u8; ptr.len as usize];
+        self.file(meta.id)?
+            .read_at(&mut v, ptr.offset)
+            .map_err(|e| Error::io("read log blob", Some(self.path(meta.id)), e))?;
+        if crc32c::crc32c(&v) != crc {
+            return Err(corrupt("value checksum mismatch".into()));
+        }
+        Ok(v)
+    }
+}
+
 /// The description of blob file `id` in `dir` read from the file itself (its length,
 /// header and footer), for repair, which has no manifest to take it from. Its records are
 /// checked when read.
@@ -126,6 +166,44 @@ pub(crate) fn read_meta(fs: &dyn FileSystem, dir: &Path, id: u64) -> Result<Blob
     let size = f
         .len()
         .map_err(|e| Error::io("stat blob file", Some(path.clone()), e))?;
+    // A log blob (a linked log segment) starts with the log's magic; its span is unknown
+    // without the manifest, so it is the whole segment after its header.
+    let mut magic = [0u8; silt_wal::SEGMENT_HEADER_BYTES as usize];
+    if size >= silt_wal::SEGMENT_HEADER_BYTES {
+        f.read_at(&mut magic, 0)
+            .map_err(|e| Error::io("read blob file", Some(path.clone()), e))?;
+        if magic.starts_with(b"SILTWAL\0") {
+            let h = silt_wal::SegmentHeader::decode(&magic)
+                .map_err(|r| Error::corruption(&path, 0, r.to_string()))?;
+            // The span: from the first record to the end of the last valid one (the
+            // segment's tail past it may be zeros, or a record torn after the link).
+            let from = silt_wal::SEGMENT_HEADER_BYTES;
+            let (records, to) = match silt_wal::verify_span(&*f, h, from, size) {
+                Ok(n) => (n, size),
+                Err((at, _)) => (0, at),
+            };
+            if to <= from {
+                return Err(Error::corruption(
+                    &path,
+                    from,
+                    "a log blob without a valid record",
+                ));
+            }
+            let meta = BlobMeta {
+                id,
+                size_bytes: size,
+                records,
+                value_bytes: to - from,
+                log: Some(LogSpan {
+                    segment: h.segment_id,
+                    from,
+                    to,
+                }),
+            };
+            check_file(fs, dir, &meta, true)?;
+            return Ok(meta);
+        }
+    }
     if size < HEADER_BYTES + FOOTER_BYTES {
         return Err(Error::corruption(&path, 0, "blob file too short"));
     }
@@ -139,6 +217,7 @@ pub(crate) fn read_meta(fs: &dyn FileSystem, dir: &Path, id: u64) -> Result<Blob
         size_bytes: size,
         records,
         value_bytes,
+        log: None,
     };
     check_file(fs, dir, &meta, true)?;
     Ok(meta)
@@ -180,6 +259,22 @@ pub(crate) fn check_file(
     if !paranoid {
         return Ok(());
     }
+    if let Some(span) = meta.log {
+        let mut h = [0u8; silt_wal::SEGMENT_HEADER_BYTES as usize];
+        f.read_at(&mut h, 0)
+            .map_err(|e| Error::io("read log blob", Some(path.clone()), e))?;
+        let h = silt_wal::SegmentHeader::decode(&h).map_err(|r| corrupt(0, r.to_string()))?;
+        if h.segment_id != span.segment || h.segment_bytes != size {
+            return Err(corrupt(
+                0,
+                format!(
+                    "log blob's header names segment {} of {} bytes, the manifest segment {} of {size}",
+                    h.segment_id, h.segment_bytes, span.segment
+                ),
+            ));
+        }
+        return Ok(());
+    }
     if size < HEADER_BYTES + FOOTER_BYTES {
         return Err(corrupt(
             0,
@@ -215,6 +310,20 @@ pub(crate) fn check_file(
 /// `Corruption` at the first bad record (or the footer); `Io`.
 pub(crate) fn verify_records(fs: &dyn FileSystem, dir: &Path, meta: &BlobMeta) -> Result<u64> {
     check_file(fs, dir, meta, true)?;
+    if let Some(span) = meta.log {
+        // A log blob's records are the log's, each with its checksum, from the span's
+        // first to its last.
+        let path = dir.join(blob_file_name(meta.id));
+        let f = fs
+            .open(&path)
+            .map_err(|e| Error::io("open log blob", Some(path.clone()), e))?;
+        let header = silt_wal::SegmentHeader {
+            segment_bytes: meta.size_bytes,
+            segment_id: span.segment,
+        };
+        return silt_wal::verify_span(&*f, header, span.from, span.to)
+            .map_err(|(at, why)| Error::corruption(&path, at, why));
+    }
     let path = dir.join(blob_file_name(meta.id));
     let f = fs
         .open(&path)

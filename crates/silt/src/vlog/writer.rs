@@ -65,6 +65,7 @@ impl BlobWriter {
             id: self.id,
             offset,
             len,
+            crc: None,
         })
     }
 
@@ -89,6 +90,7 @@ impl BlobWriter {
             size_bytes: self.written,
             records: self.records,
             value_bytes: self.value_bytes,
+            log: None,
         })
     }
 

@@ -52,6 +52,7 @@ const TAG_NEXT_TABLE_ID: u8 = 6;
 const TAG_NEXT_CF_ID: u8 = 7;
 const TAG_ADD_BLOB: u8 = 8;
 const TAG_ADD_TABLE_WITH_BLOBS: u8 = 9;
+const TAG_ADD_LOG_BLOB: u8 = 10;
 
 /// The most blob files one table may reference (bounds a decoder's allocation).
 const MAX_TABLE_BLOB_REFS: u32 = 1 << 20;
@@ -98,7 +99,9 @@ pub(crate) enum Edit {
     /// Written in snapshots, so that the id of a dropped column family is never reused.
     NextCfId(u32),
     /// A blob file joins the state; tables that point into it follow in the same record.
-    /// Raises `next_table_id` above its id (blob ids come from the table-id space).
+    /// Raises `next_table_id` above its id (blob ids come from the table-id space). A
+    /// `BlobMeta` with a log span is a log blob, written with its own tag
+    /// (`docs/format/vlog.md`, "Log blobs").
     AddBlob(BlobMeta),
 }
 
@@ -242,6 +245,22 @@ impl Applier {
                         "blob file {}: more value bytes than file bytes",
                         b.id
                     ));
+                }
+                if let Some(l) = b.log {
+                    if l.from < 64 || l.from >= l.to || l.to > b.size_bytes {
+                        return Err(format!(
+                            "log blob {}: span {}..{} is not inside its segment of {} bytes",
+                            b.id, l.from, l.to, b.size_bytes
+                        ));
+                    }
+                    if b.value_bytes != l.to - l.from {
+                        return Err(format!(
+                            "log blob {}: {} value bytes, but a span of {}",
+                            b.id,
+                            b.value_bytes,
+                            l.to - l.from
+                        ));
+                    }
                 }
                 st.blobs.insert(b.id, b.clone());
                 st.next_table_id = st.next_table_id.max(next);
@@ -417,9 +436,18 @@ pub(crate) fn encode(edits: &[Edit], out: &mut Vec<u8>) {
                 }
             }
             Edit::AddBlob(b) => {
-                out.push(TAG_ADD_BLOB);
+                out.push(if b.log.is_some() {
+                    TAG_ADD_LOG_BLOB
+                } else {
+                    TAG_ADD_BLOB
+                });
                 for n in [b.id, b.size_bytes, b.records, b.value_bytes] {
                     out.extend_from_slice(&n.to_le_bytes());
+                }
+                if let Some(l) = b.log {
+                    for n in [l.segment, l.from, l.to] {
+                        out.extend_from_slice(&n.to_le_bytes());
+                    }
                 }
             }
             Edit::RemoveTable { cf, level, id } => {
@@ -516,11 +544,20 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Vec<Edit>, String> {
                     },
                 }
             }
-            TAG_ADD_BLOB => Edit::AddBlob(BlobMeta {
+            TAG_ADD_BLOB | TAG_ADD_LOG_BLOB => Edit::AddBlob(BlobMeta {
                 id: r.u64()?,
                 size_bytes: r.u64()?,
                 records: r.u64()?,
                 value_bytes: r.u64()?,
+                log: if tag == TAG_ADD_LOG_BLOB {
+                    Some(crate::table_meta::LogSpan {
+                        segment: r.u64()?,
+                        from: r.u64()?,
+                        to: r.u64()?,
+                    })
+                } else {
+                    None
+                },
             }),
             TAG_REMOVE_TABLE => Edit::RemoveTable {
                 cf: r.u32()?,

@@ -25,6 +25,72 @@ fn blob(id: u64, value_bytes: u64) -> BlobMeta {
         size_bytes: value_bytes + 100,
         records: 3,
         value_bytes,
+        log: None,
+    }
+}
+
+/// A log blob of a 64 KiB segment 3 owning `from..to`.
+fn log_blob(id: u64, from: u64, to: u64) -> BlobMeta {
+    BlobMeta {
+        id,
+        size_bytes: 64 << 10,
+        records: 1,
+        value_bytes: to.saturating_sub(from),
+        log: Some(crate::table_meta::LogSpan {
+            segment: 3,
+            from,
+            to,
+        }),
+    }
+}
+
+#[test]
+fn a_log_blob_round_trips_with_its_span_and_a_bad_span_is_refused() {
+    let s = apply_all(
+        ManifestState::empty(),
+        &[Edit::CreateCf {
+            id: 0,
+            name: "default".into(),
+        }],
+    )
+    .unwrap();
+    let with = |blob: BlobMeta| {
+        let id = blob.id;
+        vec![
+            Edit::AddBlob(blob),
+            Edit::AddTable {
+                cf: 0,
+                level: 0,
+                meta: TableMeta {
+                    blobs: vec![BlobRef { id, bytes: 100 }],
+                    ..table(id + 1, b"a", b"b", 1, 2)
+                },
+            },
+        ]
+    };
+    let good = apply_all(s.clone(), &with(log_blob(5, 64, 8192))).unwrap();
+    assert_eq!(good.blobs[&5].log.unwrap().to, 8192);
+    // The snapshot keeps the span.
+    assert_eq!(
+        apply_all(ManifestState::empty(), &good.snapshot()).unwrap(),
+        good
+    );
+    // A span before the segment header, empty, past the file, or disagreeing with the
+    // value bytes is refused.
+    for (bad, why) in [
+        (log_blob(5, 0, 8192), "not inside"),
+        (log_blob(5, 100, 100), "not inside"),
+        (log_blob(5, 100, (64 << 10) + 1), "not inside"),
+        (
+            BlobMeta {
+                value_bytes: 99,
+                ..log_blob(5, 64, 8192)
+            },
+            "span of",
+        ),
+    ] {
+        let e = apply_all(s.clone(), &with(bad)).unwrap_err();
+        assert!(e.contains(why), "{e}");
     }
 }
 
@@ -49,6 +115,7 @@ fn every_kind() -> Vec<Edit> {
         Edit::NextTableId(9),
         Edit::NextCfId(4),
         Edit::AddBlob(blob(77, 5000)),
+        Edit::AddBlob(log_blob(79, 64, 4096)),
         Edit::AddTable {
             cf: 0,
             level: 2,

@@ -1,0 +1,289 @@
+//! Log blobs (`docs/format/vlog.md`, "Log blobs"): a flush points at large values where
+//! the log already holds them, by hard-linking the log segment into `tables/`. Reads,
+//! iterators, reopen, compaction, collection, checkpoints and repair see the values
+//! unchanged; a damaged value is `Corruption` naming the log blob; the log never reuses a
+//! linked segment; with `blob_from_log(false)` values are copied as before.
+
+use std::path::{Path, PathBuf};
+
+use silt::{Db, DbBuilder, Error};
+
+/// Small segments (64 KiB) and a memtable of a few of them, so that a flush covers whole
+/// segments and many segments are linked, purged and (the unlinked ones) recycled.
+fn builder(dir: &Path) -> DbBuilder {
+    Db::builder(dir)
+        .wal_segment_bytes(64 << 10)
+        .memtable_bytes(256 << 10)
+        .table_target_bytes(32 << 10)
+        .level_base_bytes(128 << 10)
+        .level_size_ratio(4)
+        .l0_compaction_trigger(2)
+        .blob_threshold_bytes(Some(1000))
+}
+
+/// Value `round` of key `i`: 2–3 KiB, above the threshold, unique per key and round.
+fn value(i: u32, round: u32) -> Vec<u8> {
+    let mut v = format!("{i}:{round}:").into_bytes();
+    v.resize(
+        2000 + (i as usize % 5) * 200,
+        b'a' + ((i + round) % 26) as u8,
+    );
+    v
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+/// The blob files in `tables/`, split into log blobs (log segment magic) and others.
+fn blob_files(dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir.join("tables"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "blob"))
+        .collect();
+    v.sort();
+    v.into_iter()
+        .partition(|p| std::fs::read(p).unwrap().starts_with(b"SILTWAL\0"))
+}
+
+fn check_all(db: &Db, n: u32, round: impl Fn(u32) -> u32) {
+    for i in 0..n {
+        assert_eq!(
+            db.get(&key(i)).unwrap(),
+            Some(value(i, round(i))),
+            "key {i}"
+        );
+    }
+    let fwd: Vec<_> = db.iter().map(|r| r.unwrap()).collect();
+    assert_eq!(fwd.len(), n as usize);
+    for (i, (k, v)) in fwd.iter().enumerate() {
+        let i = i as u32;
+        assert_eq!((k, v), (&key(i), &value(i, round(i))));
+    }
+    let back: Vec<_> = db.iter().rev().map(|r| r.unwrap()).collect();
+    assert_eq!(back.len(), n as usize);
+}
+
+fn wait_idle(db: &Db) {
+    let mut last = u64::MAX;
+    for _ in 0..400 {
+        std::thread::sleep(std::time::Duration::from_millis(25));
+        let c = db.stats().compactions;
+        if c == last {
+            return;
+        }
+        last = c;
+    }
+}
+
+#[test]
+fn large_values_are_pointed_at_in_the_log_and_written_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 1500; // about 3.5 MB of values: some 50 segments
+    {
+        let db = builder(dir.path()).open().unwrap();
+        let mut b = silt::WriteBatch::new();
+        for i in 0..n {
+            b.put(&key(i), &value(i, 0));
+            if b.len() == 10 {
+                db.write(std::mem::take(&mut b), Default::default())
+                    .unwrap();
+            }
+        }
+        db.write(b, Default::default()).unwrap();
+        db.flush().unwrap();
+        check_all(&db, n, |_| 0);
+        let s = db.stats();
+        let (logs, copies) = blob_files(dir.path());
+        assert!(
+            logs.len() >= 10,
+            "{} log blobs, {} copies",
+            logs.len(),
+            copies.len()
+        );
+        // Most values were not written a second time: the copies hold a minority.
+        assert!(
+            s.blob_write_bytes * 4 < s.blob_live_bytes,
+            "blob bytes written {} of {} live",
+            s.blob_write_bytes,
+            s.blob_live_bytes
+        );
+        // Many more segments through the log: the linked ones are never reused (a reused
+        // one would overwrite values the tables point at, which the checks below read).
+        for i in 0..n {
+            db.put(&key(n + i), &[b'x'; 100]).unwrap();
+            db.delete(&key(n + i)).unwrap();
+        }
+        db.flush().unwrap();
+        db.compact_range::<&[u8], _>(..).unwrap();
+        check_all(&db, n, |_| 0);
+        db.close().unwrap();
+    }
+    let db = builder(dir.path()).paranoid_checks(true).open().unwrap();
+    check_all(&db, n, |_| 0);
+    // A database written with log blobs opens and reads with the option off, and the
+    // other way round.
+    drop(db);
+    let db = builder(dir.path()).blob_from_log(false).open().unwrap();
+    check_all(&db, n, |_| 0);
+}
+
+#[test]
+fn with_the_option_off_values_are_copied() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = builder(dir.path()).blob_from_log(false).open().unwrap();
+    for i in 0..800 {
+        db.put(&key(i), &value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    let (logs, copies) = blob_files(dir.path());
+    assert!(logs.is_empty() && !copies.is_empty());
+    assert!(db.stats().blob_write_bytes >= db.stats().blob_live_bytes);
+    check_all(&db, 800, |_| 0);
+}
+
+#[test]
+fn overwritten_values_in_log_blobs_are_collected_and_the_links_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 600;
+    let db = builder(dir.path()).open().unwrap();
+    for round in 0..6 {
+        for i in 0..n {
+            db.put(&key(i), &value(i, round)).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    db.compact_range::<&[u8], _>(..).unwrap();
+    wait_idle(&db);
+    check_all(&db, n, |_| 5);
+    let s = db.stats();
+    // Every round but the last is garbage: collection must have dropped most log blobs.
+    assert!(
+        (s.blob_file_bytes as f64) < 2.5 * s.blob_live_bytes as f64,
+        "blob bytes {} for {} live",
+        s.blob_file_bytes,
+        s.blob_live_bytes
+    );
+    let (logs, _) = blob_files(dir.path());
+    assert!(
+        logs.len() as u64 <= s.blob_files,
+        "a log blob left the state but its link stayed"
+    );
+    drop(db);
+    let db = builder(dir.path()).open().unwrap();
+    check_all(&db, n, |_| 5);
+}
+
+#[test]
+fn a_damaged_value_in_a_log_blob_is_corruption_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 300;
+    {
+        let db = builder(dir.path()).open().unwrap();
+        for i in 0..n {
+            db.put(&key(i), &value(i, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        db.close().unwrap();
+    }
+    let (logs, _) = blob_files(dir.path());
+    assert!(!logs.is_empty());
+    // `verify` walks the log blobs' records too.
+    let r = silt::inspect::verify(dir.path()).unwrap();
+    assert!(r.blob_files >= logs.len() as u64);
+    let f = &logs[0];
+    let mut bytes = std::fs::read(f).unwrap();
+    // A byte inside some value: the values of key i start with "i:0:" in this file.
+    let at = (0..bytes.len() - 4)
+        .find(|&o| bytes[o..].starts_with(b":0:aaa") || bytes[o..].starts_with(b":0:b"))
+        .expect("a value in the log blob");
+    bytes[at + 10] ^= 0x40;
+    std::fs::write(f, &bytes).unwrap();
+    match silt::inspect::verify(dir.path()) {
+        Err(Error::Corruption { file, .. }) => assert_eq!(&file, f),
+        other => panic!("verify passed a damaged log blob: {:?}", other.map(|_| ())),
+    }
+    let db = builder(dir.path()).open().unwrap();
+    let mut bad = 0;
+    for i in 0..n {
+        match db.get(&key(i)) {
+            Ok(v) => assert!(v == Some(value(i, 0)), "key {i} read wrong bytes"),
+            Err(Error::Corruption { file, reason, .. }) => {
+                assert_eq!(&file, f);
+                assert!(reason.contains("checksum"), "{reason}");
+                bad += 1;
+            }
+            Err(e) => panic!("key {i}: {e}"),
+        }
+    }
+    assert_eq!(bad, 1, "one value was damaged");
+    drop(db);
+    // A damaged segment header is refused at open with paranoid checks; a cut file always.
+    bytes[at + 10] ^= 0x40;
+    bytes[30] ^= 1;
+    std::fs::write(f, &bytes).unwrap();
+    match builder(dir.path()).paranoid_checks(true).open() {
+        Err(Error::Corruption { file, .. }) => assert_eq!(&file, f),
+        other => panic!("a damaged log blob opened: {:?}", other.map(|_| ())),
+    }
+    bytes[30] ^= 1;
+    std::fs::write(f, &bytes[..bytes.len() - 1]).unwrap();
+    match builder(dir.path()).open() {
+        Err(Error::Corruption { file, reason, .. }) => {
+            assert_eq!(&file, f);
+            assert!(reason.contains("bytes"), "{reason}");
+        }
+        other => panic!("a cut log blob opened: {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn checkpoints_and_repair_keep_log_blobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 500;
+    let db = builder(dir.path()).open().unwrap();
+    for i in 0..n {
+        db.put(&key(i), &value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    assert!(!blob_files(dir.path()).0.is_empty());
+    let cp = dir.path().join("cp");
+    db.checkpoint(&cp).unwrap();
+    // More writes through the source's log: the checkpoint's links must not change.
+    for i in 0..n {
+        db.put(&key(i), &value(i, 1)).unwrap();
+    }
+    db.flush().unwrap();
+    db.close().unwrap();
+    let c = builder(&cp).paranoid_checks(true).open().unwrap();
+    check_all(&c, n, |_| 0);
+    drop(c);
+    // Repair (the manifest lost) finds the log blobs by their magic.
+    std::fs::remove_file(cp.join("CURRENT")).unwrap();
+    Db::repair(&cp).unwrap();
+    let c = builder(&cp).open().unwrap();
+    check_all(&c, n, |_| 0);
+}
+
+/// An expiring put's value sits after its 8-byte expiry in the log: the pointer must skip
+/// it, and the entry keep its expiry in the table.
+#[test]
+fn expiring_values_are_pointed_at_past_their_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 400;
+    let hour = std::time::Duration::from_secs(3600);
+    let db = builder(dir.path()).open().unwrap();
+    for i in 0..n {
+        let mut b = silt::WriteBatch::new();
+        b.put_with_ttl(&key(i), &value(i, 0), hour);
+        db.write(b, Default::default()).unwrap();
+    }
+    db.flush().unwrap();
+    assert!(!blob_files(dir.path()).0.is_empty(), "no log blob");
+    assert!(db.stats().blob_write_bytes * 4 < db.stats().blob_live_bytes);
+    check_all(&db, n, |_| 0);
+    db.close().unwrap();
+    let db = builder(dir.path()).open().unwrap();
+    check_all(&db, n, |_| 0);
+}
