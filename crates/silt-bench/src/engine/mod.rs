@@ -402,6 +402,7 @@ impl Engine for SiltEngine {
             "scan_flushes": s.scan_flushes,
             "flush_dropped_entries": s.flush_dropped_entries,
             "delayed_writes": s.delayed_writes,
+            "delay_micros": s.delay_micros,
             "write_amp": s.write_amp,
             "stalls": s.stalls,
             "stall_micros": s.stall_micros,

@@ -128,57 +128,80 @@ impl DbInner {
         let mut new = NewTables::new(self);
         let snapshots = self.snapshot_list();
         let version = self.sv.read().version.clone();
-        // Large values the log holds are pointed at there, not copied (log blobs).
-        let linked = self.link_log_values(mem, boundary, &mut new)?;
-        for cf in mem.cfs() {
-            if !live_cfs.contains(&cf) {
-                continue; // dropped
-            }
-            // Puts at or below what the family's tables hold may be replayed copies of
-            // theirs (`FlushView`).
-            let pair_floor = version.cfs.get(&cf).map_or(0, |c| {
-                c.levels
-                    .iter()
-                    .flatten()
-                    .map(|t| t.meta.largest_seqno + 1)
-                    .max()
-                    .unwrap_or(0)
-            });
-            let mut it = FlushView::new(mem.iter(cf), snapshots.clone(), pair_floor);
-            let sep = Arc::new(Separation {
-                threshold: self.blob_threshold(cf),
-                relocate: Default::default(),
-                files: Some(self.blob_files.clone()),
-                log: linked.values.get(&cf).cloned(),
-            });
-            let (out, n) = self.write_table(&mut it, &mut new, &sep)?;
-            self.counters
-                .flush_dropped_entries
-                .fetch_add(it.dropped, SeqCst);
-            if let Some(out) = out {
-                debug_assert!(n > 0);
-                bytes += out.table.size_bytes;
-                if let Some(b) = out.blob {
-                    bytes += b.size_bytes;
-                    self.counters
-                        .blob_write_bytes
-                        .fetch_add(b.size_bytes, SeqCst);
-                    edits.push(Edit::AddBlob(b));
-                }
-                edits.push(Edit::AddTable {
-                    cf,
-                    level: 0,
-                    meta: out.table,
-                });
-            }
-        }
-        if !edits.is_empty() {
-            self.sync_tables_dir()?;
-        }
+        let mut log_blobs = Vec::new();
         // The log must be durable up to the boundary before the manifest says replay starts
         // there: otherwise a crash could cut the log below the boundary, and new writes
         // would get seqnos (LSNs) below data already in tables, and be skipped by replay.
-        self.wal.sync().map_err(|e| self.on_wal_error(e))?;
+        // (And the log blobs' values are the log's bytes.) That sync is the flush's largest
+        // wait when values are large (the memtable's whole log range goes to the device),
+        // so it runs beside the table writing rather than after it.
+        let mut write = || -> Result<()> {
+            // Large values the log holds are pointed at there, not copied (log blobs).
+            let linked = self.link_log_values(mem, boundary, &mut new)?;
+            for cf in mem.cfs() {
+                if !live_cfs.contains(&cf) {
+                    continue; // dropped
+                }
+                // Puts at or below what the family's tables hold may be replayed copies of
+                // theirs (`FlushView`).
+                let pair_floor = version.cfs.get(&cf).map_or(0, |c| {
+                    c.levels
+                        .iter()
+                        .flatten()
+                        .map(|t| t.meta.largest_seqno + 1)
+                        .max()
+                        .unwrap_or(0)
+                });
+                let mut it = FlushView::new(mem.iter(cf), snapshots.clone(), pair_floor);
+                let sep = Arc::new(Separation {
+                    threshold: self.blob_threshold(cf),
+                    relocate: Default::default(),
+                    files: Some(self.blob_files.clone()),
+                    log: linked.values.get(&cf).cloned(),
+                });
+                let (out, n) = self.write_table(&mut it, &mut new, &sep)?;
+                self.counters
+                    .flush_dropped_entries
+                    .fetch_add(it.dropped, SeqCst);
+                if let Some(out) = out {
+                    debug_assert!(n > 0);
+                    bytes += out.table.size_bytes;
+                    if let Some(b) = out.blob {
+                        bytes += b.size_bytes;
+                        self.counters
+                            .blob_write_bytes
+                            .fetch_add(b.size_bytes, SeqCst);
+                        edits.push(Edit::AddBlob(b));
+                    }
+                    edits.push(Edit::AddTable {
+                        cf,
+                        level: 0,
+                        meta: out.table,
+                    });
+                }
+            }
+            if !edits.is_empty() {
+                self.sync_tables_dir()?;
+            }
+            log_blobs = linked.blobs;
+            Ok(())
+        };
+        let durable = || {
+            self.wal
+                .wait_durable(boundary.saturating_sub(1))
+                .map_err(|e| self.on_wal_error(e))
+        };
+        std::thread::scope(|sc| {
+            let syncer = std::thread::Builder::new()
+                .name("silt-flush-sync".into())
+                .spawn_scoped(sc, durable);
+            let wrote = write();
+            let synced = match syncer {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(_) => durable(), // no thread to spare: sync after
+            };
+            wrote.and(synced)
+        })?;
         let log_start = self.log_start_for(boundary);
         edits.push(Edit::LogStart(log_start));
         edits.push(Edit::NextTableId(self.next_table_id.load(SeqCst)));
@@ -209,8 +232,7 @@ impl DbInner {
             })
             .flatten()
             .collect();
-        let log_blobs: Vec<Edit> = linked
-            .blobs
+        let log_blobs: Vec<Edit> = log_blobs
             .into_iter()
             .filter(|b| pointed.contains(&b.id))
             .map(Edit::AddBlob)

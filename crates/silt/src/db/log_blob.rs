@@ -11,7 +11,7 @@
 
 use super::*;
 use crate::table_meta::{blob_file_name, BlobMeta, LogSpan};
-use crate::vlog::{LogValue, LogValues};
+use crate::vlog::{log_value_key, LogValue, LogValues, PassThrough};
 
 /// A segment must be at least this share (1/n) pointed at to be linked: a log blob wastes
 /// at most the rest of its segment's disk space beyond its span.
@@ -57,14 +57,17 @@ impl DbInner {
             .into_iter()
             .filter_map(|cf| self.blob_threshold(cf).map(|t| (cf, t)))
             .collect();
-        if thresholds.is_empty() {
+        // Nothing to separate (small values only): no need to read the log back.
+        if thresholds.values().all(|&t| mem.largest_value() < t as u64) {
             return Ok(out);
         }
         let first = mem.first_seqno();
         let s = self.wal.segment_bytes();
         let header = silt_wal::RECORD_HEADER_BYTES as u64;
-        // Per column family: (key, lsn) → note. Per segment: bytes and count noted.
-        let mut notes: HashMap<u32, HashMap<(Vec<u8>, u64), Note>> = HashMap::new();
+        // Per column family: log_value_key(key, lsn) → note. Per segment: bytes and count
+        // noted.
+        type Notes = HashMap<u64, Note, std::hash::BuildHasherDefault<PassThrough>>;
+        let mut notes: HashMap<u32, Notes> = HashMap::new();
         let mut per_segment: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
         // Per segment: the span of the records read, first byte to end (the log blob's
         // span: records never straddle two flushes, so spans of one segment are disjoint).
@@ -117,7 +120,7 @@ impl DbInner {
                 if let Some(old) = notes
                     .entry(e.cf)
                     .or_default()
-                    .insert((e.key.to_vec(), rec.lsn), note)
+                    .insert(log_value_key(e.key, rec.lsn), note)
                 {
                     let seg = per_segment.entry(old.segment).or_default();
                     seg.0 -= u64::from(old.len);

@@ -114,6 +114,9 @@ pub(crate) struct Memtable {
     first_seqno: Seqno,
     approx_bytes: AtomicU64,
     entries: AtomicU64,
+    /// The length of the longest value inserted (a flush with no value this long skips
+    /// looking for its values in the log: `db/log_blob.rs`).
+    largest_value: AtomicU64,
     /// A read step that passes over at least this many of this memtable's entries asks for
     /// it to be flushed (0: never); see [`Memtable::note_scan`].
     scan_flush_trigger: u64,
@@ -141,6 +144,7 @@ impl Memtable {
             first_seqno,
             approx_bytes: AtomicU64::new(0),
             entries: AtomicU64::new(0),
+            largest_value: AtomicU64::new(0),
             scan_flush_trigger: 0,
             flush_requested: AtomicBool::new(false),
             bloom: None,
@@ -242,6 +246,15 @@ impl Memtable {
             self.approx_bytes.fetch_add(bytes as u64, Relaxed);
             self.entries.fetch_add(1, Relaxed);
         }
+        let len = value.len() as u64;
+        if len > self.largest_value.load(Relaxed) {
+            self.largest_value.fetch_max(len, Relaxed);
+        }
+    }
+
+    /// The length of the longest value inserted so far.
+    pub(crate) fn largest_value(&self) -> u64 {
+        self.largest_value.load(Relaxed)
     }
 
     /// The newest entry of `user_key` in `cf` with `seqno < snapshot`.

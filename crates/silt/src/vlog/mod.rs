@@ -16,6 +16,8 @@ mod output;
 mod reader;
 mod writer;
 
-pub(crate) use output::{Finished, LogValue, LogValues, Output, Separation};
+pub(crate) use output::{
+    log_value_key, Finished, LogValue, LogValues, Output, PassThrough, Separation,
+};
 pub(crate) use reader::{check_file, read_meta, verify_records, BlobFiles};
 pub(crate) use writer::BlobWriter;

@@ -40,9 +40,36 @@ pub(crate) struct LogValue {
     pub(crate) crc: u32,
 }
 
-/// The values of one column family a flush may point at: `(user key, seqno)` → where the
-/// log holds the value that entry put.
-pub(crate) type LogValues = HashMap<(Vec<u8>, u64), LogValue>;
+/// The values of one column family a flush may point at: [`log_value_key`] of `(user key,
+/// seqno)` → where the log holds the value that entry put. Two entries whose keys collide
+/// share a slot: harmless, because a pointer is made only when the noted length and crc32c
+/// are the entry's value's, that is, when the log holds exactly that value.
+pub(crate) type LogValues = HashMap<u64, LogValue, std::hash::BuildHasherDefault<PassThrough>>;
+
+/// The [`LogValues`] key of the entry `(user_key, seqno)`: a 64-bit hash of both.
+pub(crate) fn log_value_key(user_key: &[u8], seqno: u64) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(user_key, seqno)
+}
+
+/// The hasher of keys that are hashes already ([`LogValues`]): passes a `u64` through.
+#[derive(Default)]
+pub(crate) struct PassThrough(u64);
+
+impl std::hash::Hasher for PassThrough {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// A finished output: the table, and the blob file written beside it if any.
 #[derive(Debug)]
@@ -130,7 +157,11 @@ impl Output {
     /// A log pointer to `value` if the flush found this entry's value in a linked segment
     /// and the log's bytes there are `value`'s (same length and crc32c).
     fn log_pointer(&self, user_key: &[u8], seqno: u64, value: &[u8]) -> Option<BlobPointer> {
-        let at = self.sep.log.as_ref()?.get(&(user_key.to_vec(), seqno))?;
+        let at = self
+            .sep
+            .log
+            .as_ref()?
+            .get(&log_value_key(user_key, seqno))?;
         if at.len as usize != value.len() || crc32c::crc32c(value) != at.crc {
             return None;
         }
