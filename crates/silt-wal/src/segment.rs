@@ -11,7 +11,7 @@
 //! or, with [`crate::Preallocate::Recycle`], by renaming a purged segment (records carry their
 //! segment id and LSN, so stale bytes of a recycled file never read as records). A purged
 //! segment that has another name (a hard link) is removed, never recycled. A background thread prepares segment `k + 1` once writers pass
-//! the middle of segment `k`, so rotation does not wait for preallocation.
+//! the first quarter of segment `k`, so rotation does not wait for preallocation.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -268,7 +268,7 @@ impl Wal {
         if quiet {
             // Everything is purged up to the end: drop the segments prepared ahead too, so
             // a quiet log holds one segment, not two (space amplification of a small
-            // database). The next writer past the middle of the segment prepares one again.
+            // database). The next writer past the first quarter of the segment prepares one again.
             let s = self.inner.seg_bytes;
             let current = self.inner.reserved_lsn() / s;
             let dropped = self

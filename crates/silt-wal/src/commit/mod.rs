@@ -316,12 +316,6 @@ impl Inner {
         via: WriteVia,
     ) -> Result<(Lsn, u64)> {
         let end = start + record_bytes(len);
-        if !self.ring.in_window(cur) {
-            self.filled_ev.wait(self.backoff, || {
-                self.ring.in_window(cur) || self.is_poisoned()
-            });
-            self.check_open()?;
-        }
         let written = match payload {
             Some(p) => self.write_at_position(cur, start, p, via),
             None => self.write_void_at_position(cur, start, len, via),
@@ -332,6 +326,15 @@ impl Inner {
         }
         if payload.is_some() {
             self.count_append(len);
+        }
+        // The window bounds publishing, not copying: a record reserved behind a large one
+        // (a batch of megabytes) is copied while its predecessor is, and waits only to
+        // publish (fill ring invariant 1).
+        if !self.ring.in_window(cur) {
+            self.filled_ev.wait(self.backoff, || {
+                self.ring.in_window(cur) || self.is_poisoned()
+            });
+            self.check_open()?;
         }
         if self.ring.publish(cur, end) {
             self.on_filled();
@@ -390,18 +393,20 @@ impl Inner {
             .map_err(|e| Error::io("write", Some(self.segments.path(seg)), e))
     }
 
-    /// Once a record lands in the second half of segment `k`, asks the background thread
-    /// to prepare segment `k + 1`: half a segment of lead time, and no preallocation work
+    /// Once a record lands past the first quarter of segment `k`, asks the background
+    /// thread to prepare segment `k + 1`: three quarters of a segment of lead time (half a
+    /// segment was too little for a load of 4 KiB values, whose writers waited for the
+    /// next segment while a flush's sync held the device), and no preallocation work
     /// competing with commits right after open (zero-filling 64 MiB on open measurably
     /// slowed a lone durable writer during its first second).
     ///
-    /// It also drops the mapping of segment `k - 1`, which writers left half a segment ago:
+    /// It also drops the mapping of segment `k - 1`, which writers left a while ago:
     /// a mapped segment's written pages count in the process's resident memory until the
     /// segment is purged, which is up to three memtables of log (192 MiB at the defaults).
     /// A straggler still copying into it is waited for, and a later write would map it
     /// again (`File::release_mapping`), so this is a hint, never a hazard.
     /// The segments after `current` were removed (a quiet purge): the next writer past the
-    /// middle of `current` asks for `current + 1` again.
+    /// first quarter of `current` asks for `current + 1` again.
     pub(crate) fn forget_prepared(&self, current: u64) {
         self.prepared_up_to.fetch_min(current, SeqCst);
     }
@@ -409,7 +414,7 @@ impl Inner {
     pub(crate) fn prepare_next_if_due(&self, start: u64) {
         let s = self.seg_bytes;
         let next = start / s + 1;
-        if start % s >= s / 2 && self.prepared_up_to.load(SeqCst) < next {
+        if start % s >= s / 4 && self.prepared_up_to.load(SeqCst) < next {
             self.prepared_up_to.fetch_max(next, SeqCst);
             self.segments.prepare_ahead(next);
             if let Some(old) = next.checked_sub(2).and_then(|k| self.segments.existing(k)) {
