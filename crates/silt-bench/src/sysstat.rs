@@ -114,11 +114,13 @@ pub fn syncfs(dir: &Path) -> bool {
 }
 
 /// Total apparent size (sum of file lengths) and allocated size (blocks × 512) of every
-/// file under `dir`.
+/// file under `dir`, a file with several names (hard links: silt's log blobs) once, as `du`
+/// counts it and as the disk holds it.
 pub fn dir_bytes(dir: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     let mut len = 0;
     let mut alloc = 0;
+    let mut linked = std::collections::HashSet::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).ok()? {
@@ -131,6 +133,8 @@ pub fn dir_bytes(dir: &Path) -> Option<(u64, u64)> {
             };
             if m.is_dir() {
                 stack.push(e.path());
+            } else if m.nlink() > 1 && !linked.insert((m.dev(), m.ino())) {
+                // Another name of a file already counted.
             } else {
                 len += m.len();
                 alloc += m.blocks() * 512;
@@ -143,6 +147,16 @@ pub fn dir_bytes(dir: &Path) -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_with_two_names_counts_once() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a"), vec![1u8; 10_000]).unwrap();
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        std::fs::hard_link(d.path().join("a"), d.path().join("sub/b")).unwrap();
+        std::fs::write(d.path().join("c"), vec![1u8; 500]).unwrap();
+        assert_eq!(dir_bytes(d.path()).unwrap().0, 10_500);
+    }
 
     #[test]
     fn figures_are_present_on_linux() {
