@@ -72,6 +72,9 @@ struct Prep {
     pool: Vec<PathBuf>,
     /// Serial number for pool file names.
     pool_serial: u64,
+    /// Purged segments that went to another name instead of the pool, not yet replaced:
+    /// under `RecycleElseAllocate`, that many new segments are allocated, not zero-filled.
+    lost_to_links: u64,
 }
 
 impl Segments {
@@ -97,7 +100,11 @@ impl Segments {
             segment_bytes,
             prealloc,
             files: RwLock::new(files),
-            prep: Mutex::new(Prep { pool, pool_serial }),
+            prep: Mutex::new(Prep {
+                pool,
+                pool_serial,
+                lost_to_links: 0,
+            }),
             wanted: Mutex::new(Wanted {
                 id: None,
                 shutdown: false,
@@ -178,7 +185,8 @@ impl Segments {
                 let tmp = path.with_extension("tmp");
                 let _ = self.fs.remove(&tmp);
                 let f = self.fs.create(&tmp).map_err(io("create", &tmp))?;
-                if self.prealloc == Preallocate::RecycleElseAllocate {
+                if self.prealloc == Preallocate::RecycleElseAllocate && prep.lost_to_links > 0 {
+                    prep.lost_to_links -= 1;
                     f.allocate(self.segment_bytes)
                         .map_err(io("fallocate", &tmp))?;
                 } else {
@@ -312,14 +320,18 @@ impl Segments {
             self.files.write().remove(&id);
             // A segment with another name (a database's log blob, `wal.md`) is never
             // reused: its bytes belong to that name now.
+            let linked = self
+                .fs
+                .link_count(&path)
+                .map_err(|e| Error::io("stat", Some(path.clone()), e))?
+                > 1;
+            if linked {
+                prep.lost_to_links = (prep.lost_to_links + 1).min(RECYCLE_POOL_MAX as u64);
+            }
             let recycle = self.prealloc != Preallocate::ZeroFill
                 && !empty_pool
                 && prep.pool.len() < RECYCLE_POOL_MAX
-                && self
-                    .fs
-                    .link_count(&path)
-                    .map_err(|e| Error::io("stat", Some(path.clone()), e))?
-                    == 1;
+                && !linked;
             if recycle {
                 prep.pool_serial += 1;
                 let to = self.dir.join(format!("{:020}.recycle", prep.pool_serial));

@@ -212,8 +212,10 @@ impl DbBuilder {
     /// instead of copying it to a blob file: it hard-links the log segment into `tables/`
     /// as a *log blob* (`docs/format/vlog.md`, "Log blobs"), so the value reaches the
     /// device once, not twice. A segment is linked only when most of the span the flush
-    /// covers is such values; otherwise, on a file system without hard links, and for a
-    /// transaction written in several records, values are copied. Default `true`.
+    /// covers is such values; otherwise, on a file system without hard links, for a
+    /// transaction written in several records, and when the default sync mode is
+    /// [`SyncMode::Full`] (whose log zero-fills the segment that replaces a linked one, so
+    /// a link would save no byte), values are copied. Default `true`.
     pub fn blob_from_log(mut self, on: bool) -> Self {
         self.blob_from_log = on;
         self

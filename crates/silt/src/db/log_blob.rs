@@ -49,7 +49,9 @@ impl DbInner {
         new: &mut NewTables<'_>,
     ) -> Result<LinkedLog> {
         let mut out = LinkedLog::default();
-        if !self.opts.blob_from_log {
+        // Under `Full` the log zero-fills the segments that replace linked ones, so a link
+        // would save no byte written: copy.
+        if !self.opts.blob_from_log || self.opts.sync == silt_wal::SyncMode::Full {
             return Ok(out);
         }
         let thresholds: HashMap<u32, usize> = mem
