@@ -177,7 +177,7 @@ pub struct EngineResult {
     /// Key + value bytes of the distinct live keys at the end.
     pub live_bytes: Option<u64>,
     /// Sum of file lengths in the database directory at the end (after the final flush for
-    /// write workloads).
+    /// write workloads); a file with several names (hard links) counts once.
     pub db_bytes: Option<u64>,
     /// Allocated bytes (blocks) of the same files.
     pub db_alloc_bytes: Option<u64>,

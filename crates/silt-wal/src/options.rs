@@ -56,10 +56,11 @@ pub enum Preallocate {
     ZeroFill,
     /// Reuse a purged segment (rename it, rewrite its header); zero-fill when none is left.
     Recycle,
-    /// As `Recycle`, except that a new segment standing in for a purged one that went to
-    /// another name (a hard link, which the pool cannot take back: the engine's log blobs)
-    /// is allocated with `fallocate` instead of zero-filled, so a load whose segments all
-    /// become log blobs does not write its bytes twice (values, then zeros). An allocated
+    /// As `Recycle`, except that while purged segments go to another name (a hard link,
+    /// which the pool cannot take back: the engine's log blobs; judged by the last segment
+    /// purged), new segments are allocated with `fallocate` instead of zero-filled, so a
+    /// load whose segments all become log blobs does not write its bytes twice (values,
+    /// then zeros). An allocated
     /// segment costs more per write through the mapping and per `fdatasync` (the file
     /// system records each first write into a reserved block): choose it when most commits
     /// are not synced.

@@ -72,9 +72,11 @@ struct Prep {
     pool: Vec<PathBuf>,
     /// Serial number for pool file names.
     pool_serial: u64,
-    /// Purged segments that went to another name instead of the pool, not yet replaced:
-    /// under `RecycleElseAllocate`, that many new segments are allocated, not zero-filled.
-    lost_to_links: u64,
+    /// Whether the last segment purged went to another name instead of the pool: under
+    /// `RecycleElseAllocate`, new segments are then allocated, not zero-filled (a load whose
+    /// segments become log blobs; the next segment is made before the one it replaces is
+    /// purged, so a count of replacements owed would come too late).
+    links_seen: bool,
 }
 
 impl Segments {
@@ -103,7 +105,7 @@ impl Segments {
             prep: Mutex::new(Prep {
                 pool,
                 pool_serial,
-                lost_to_links: 0,
+                links_seen: false,
             }),
             wanted: Mutex::new(Wanted {
                 id: None,
@@ -185,8 +187,7 @@ impl Segments {
                 let tmp = path.with_extension("tmp");
                 let _ = self.fs.remove(&tmp);
                 let f = self.fs.create(&tmp).map_err(io("create", &tmp))?;
-                if self.prealloc == Preallocate::RecycleElseAllocate && prep.lost_to_links > 0 {
-                    prep.lost_to_links -= 1;
+                if self.prealloc == Preallocate::RecycleElseAllocate && prep.links_seen {
                     f.allocate(self.segment_bytes)
                         .map_err(io("fallocate", &tmp))?;
                 } else {
@@ -325,9 +326,7 @@ impl Segments {
                 .link_count(&path)
                 .map_err(|e| Error::io("stat", Some(path.clone()), e))?
                 > 1;
-            if linked {
-                prep.lost_to_links = (prep.lost_to_links + 1).min(RECYCLE_POOL_MAX as u64);
-            }
+            prep.links_seen = linked;
             let recycle = self.prealloc != Preallocate::ZeroFill
                 && !empty_pool
                 && prep.pool.len() < RECYCLE_POOL_MAX
