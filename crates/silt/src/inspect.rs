@@ -45,7 +45,8 @@ pub struct Entry {
     pub seqno: u64,
     /// What the entry does.
     pub kind: Kind,
-    /// The value (empty for a tombstone; a 20-byte pointer for a `blob` entry; for the
+    /// The value (empty for a tombstone; a 20-byte pointer for a `blob` entry, 24 bytes into
+    /// a log blob, `docs/format/vlog.md`; for the
     /// expiring kinds, the 8-byte expiry time first, see [`Entry::expiry_millis`]).
     pub value: Vec<u8>,
     /// The column family id (log entries only; 0 in tables, which belong to one family).
@@ -480,10 +481,16 @@ fn describe(e: &Edit) -> String {
         Edit::LogStart(l) => format!("log_start {l}"),
         Edit::NextTableId(n) => format!("next_table_id {n}"),
         Edit::NextCfId(n) => format!("next_cf_id {n}"),
-        Edit::AddBlob(b) => format!(
-            "add_blob id={} bytes={} records={} value_bytes={}",
-            b.id, b.size_bytes, b.records, b.value_bytes
-        ),
+        Edit::AddBlob(b) => match b.log {
+            None => format!(
+                "add_blob id={} bytes={} records={} value_bytes={}",
+                b.id, b.size_bytes, b.records, b.value_bytes
+            ),
+            Some(l) => format!(
+                "add_log_blob id={} bytes={} records={} value_bytes={} segment={} span={}..{}",
+                b.id, b.size_bytes, b.records, b.value_bytes, l.segment, l.from, l.to
+            ),
+        },
     }
 }
 

@@ -287,3 +287,51 @@ fn expiring_values_are_pointed_at_past_their_expiry() {
     let db = builder(dir.path()).open().unwrap();
     check_all(&db, n, |_| 0);
 }
+
+/// The log goes on appending to a linked segment past its span: the next backup must find
+/// its copy already stored (the bytes past the span are taken as zeros, so the copy does
+/// not change, and a backup racing the appends cannot see it "change"), and a restore
+/// reads every value.
+#[test]
+fn backups_of_a_log_blob_the_log_still_appends_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 400; // about 14 segments of values: the flush links the one the log is in
+    let db = builder(&dir.path().join("db")).open().unwrap();
+    for i in 0..n {
+        db.put(&key(i), &value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    let logs = blob_files(&dir.path().join("db")).0.len() as u64;
+    assert!(logs > 0);
+    let store = silt::BackupStore::open(dir.path().join("store")).unwrap();
+    let b1 = store.create(&db).unwrap();
+    assert!(b1.new_files > logs);
+    // Small writes, no flush: they land past the newest span, in its segment.
+    for i in 0..40u32 {
+        db.put(format!("small{i:04}").as_bytes(), &[b's'; 100])
+            .unwrap();
+    }
+    store.create(&db).unwrap();
+    // Each blob file is in the store once: none was stored again under a new checksum.
+    let (logs_now, copies) = blob_files(&dir.path().join("db"));
+    let stored: Vec<String> = std::fs::read_dir(dir.path().join("store/files"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".blob"))
+        .collect();
+    assert_eq!(
+        stored.len(),
+        logs_now.len() + copies.len(),
+        "a blob file stored twice: {stored:?}"
+    );
+    drop(db);
+    store.verify(1).unwrap();
+    store.restore(1, dir.path().join("r1")).unwrap();
+    let r = builder(&dir.path().join("r1"))
+        .paranoid_checks(true)
+        .open()
+        .unwrap();
+    for i in 0..n {
+        assert!(r.get(&key(i)).unwrap() == Some(value(i, 0)), "key {i}");
+    }
+}

@@ -14,8 +14,8 @@
 //! `filled.compare_exchange(f, e)` moves the watermark (the winner then clears the slot).
 //!
 //! Invariants:
-//! 1. A committer publishes only once `start - filled < WINDOW_BYTES` (it waits before
-//!    copying), so every occupied slot belongs to exactly one in-flight start.
+//! 1. A committer publishes only once `start - filled < WINDOW_BYTES` (it copies first,
+//!    then waits), so every occupied slot belongs to exactly one in-flight start.
 //! 2. `filled` only grows, and only to a published `end`. A CAS from a stale `f` fails, so
 //!    a value read from a slot is trusted only while `filled == f`.
 //! 3. A slot holding a value `<= filled` is stale (already consumed) and is ignored.

@@ -297,7 +297,7 @@ impl Inner {
         }
     }
 
-    /// Reserves space for one record, waits for the window, writes it, and publishes it to
+    /// Reserves space for one record, writes it, waits for the window, and publishes it to
     /// the filled watermark. Returns `(lsn, end)`. Does not wait for predecessors.
     pub(crate) fn write_record(&self, payload: &[u8], via: WriteVia) -> Result<(Lsn, u64)> {
         let (cur, start) = self.reserve(record_bytes(payload.len()));
@@ -305,8 +305,8 @@ impl Inner {
     }
 
     /// Writes the record reserved at `(cur, start)` — `payload`, or a Void record of a
-    /// `len`-byte payload's span when `None` (an abandoned reservation) — once it is within
-    /// the fill ring's window, and publishes it. Returns `(lsn, end)`.
+    /// `len`-byte payload's span when `None` (an abandoned reservation) — and publishes it
+    /// once it is within the fill ring's window. Returns `(lsn, end)`.
     pub(crate) fn finish_record(
         &self,
         cur: u64,

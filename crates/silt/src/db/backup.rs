@@ -132,7 +132,7 @@ impl BackupStore {
                 .map_err(|e| Error::io("list directory", Some(private.join(&sub)), e))?
             {
                 let name = p.file_name().unwrap_or_default();
-                let (len, crc) = file_crc(fs, &p)?;
+                let (len, crc) = file_crc(fs, &p, u64::MAX)?;
                 new_files += 1;
                 new_bytes += len;
                 files.push(FileEntry {
@@ -146,7 +146,10 @@ impl BackupStore {
         // Shared files: each table and blob file once in the store (B2).
         for rel in cap.files() {
             let src = inner.dir.join(&rel);
-            let (len, crc) = file_crc(&*inner.fs, &src)?;
+            // A log blob's segment may still take appends past its span: those bytes are
+            // backed up as zeros, so its copy is the same at every backup.
+            let upto = super::checkpoint::content_len(&cap.state, &rel);
+            let (len, crc) = file_crc(&*inner.fs, &src, upto)?;
             let entry = FileEntry {
                 shared: true,
                 path: rel,
@@ -158,13 +161,13 @@ impl BackupStore {
             if !present {
                 let tmp = stored.with_extension("tmp");
                 let _ = fs.remove(&tmp);
-                let (n, c) = copy_file(&*inner.fs, &src, fs, &tmp)?;
+                let (n, c) = copy_file(&*inner.fs, &src, fs, &tmp, upto)?;
                 if (n, c) != (len, crc) {
                     let _ = fs.remove(&tmp);
                     return Err(Error::corruption(
                         src,
                         0,
-                        "the file changed while it was backed up (a table is immutable)",
+                        "the file changed while it was backed up (a table, and a log blob's span, never change)",
                     ));
                 }
                 fs.rename(&tmp, &stored)
@@ -223,7 +226,7 @@ impl BackupStore {
         let (info, files) = self.read_meta(id)?;
         for e in &files {
             let p = self.stored_path(id, e);
-            let (len, crc) = file_crc(&*self.fs, &p).map_err(|err| missing(&p, err))?;
+            let (len, crc) = file_crc(&*self.fs, &p, u64::MAX).map_err(|err| missing(&p, err))?;
             check_entry(&p, e, len, crc)?;
         }
         Ok(info)
@@ -258,7 +261,7 @@ impl BackupStore {
             }
             for e in &files {
                 let src = self.stored_path(id, e);
-                let (len, crc) = copy_file(fs, &src, fs, &tmp.join(&e.path))
+                let (len, crc) = copy_file(fs, &src, fs, &tmp.join(&e.path), u64::MAX)
                     .map_err(|err| missing(&src, err))?;
                 check_entry(&src, e, len, crc)?;
             }
@@ -420,7 +423,9 @@ fn missing(path: &Path, err: Error) -> Error {
 }
 
 /// The CRC-32C and length of the file at `path`.
-fn file_crc(fs: &dyn FileSystem, path: &Path) -> Result<(u64, u32)> {
+/// The length of `path` and the CRC-32C of its bytes, those at or past `upto` taken as zeros
+/// (`checkpoint::content_len`).
+fn file_crc(fs: &dyn FileSystem, path: &Path, upto: u64) -> Result<(u64, u32)> {
     const CHUNK: u64 = 1 << 20;
     let f = fs
         .open(path)
@@ -435,6 +440,7 @@ fn file_crc(fs: &dyn FileSystem, path: &Path) -> Result<(u64, u32)> {
         let n = CHUNK.min(len - off) as usize;
         f.read_at(&mut buf[..n], off)
             .map_err(|e| Error::io("read", Some(path.to_path_buf()), e))?;
+        super::checkpoint::zero_past(&mut buf[..n], off, upto);
         crc = crc32c::crc32c_append(crc, &buf[..n]);
         off += n as u64;
     }

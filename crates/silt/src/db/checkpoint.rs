@@ -106,8 +106,9 @@ impl Db {
     /// includes every write acknowledged before the call. Writes, flushes and compactions
     /// go on meanwhile.
     ///
-    /// Table and blob files are hard links (immutable files: no bytes copied), or copies
-    /// where linking fails (another file system); the manifest is a new snapshot of the
+    /// Table and blob files are hard links (their bytes never change: no bytes copied; a log
+    /// blob's span never changes, `docs/format/vlog.md`), or copies where linking fails
+    /// (another file system; a log blob's bytes past its span copied as zeros); the manifest is a new snapshot of the
     /// state; the log records from the state's log start are copied, with everything past
     /// the checkpoint's seqno zeroed. The directory appears whole or not at all: it is
     /// built beside `dir` and renamed into place once synced. On a read-only handle it
@@ -184,7 +185,8 @@ fn write_checkpoint(inner: &DbInner, cap: &Capture, tmp: &Path) -> Result<Checkp
                 return Err(Error::io("link", Some(from), e));
             }
             Err(_) => {
-                let (n, _) = copy_file(fs, &from, fs, &to)?;
+                let upto = content_len(&cap.state, &rel);
+                let (n, _) = copy_file(fs, &from, fs, &to, upto)?;
                 info.files_copied += 1;
                 info.bytes_copied += n;
             }
@@ -213,8 +215,31 @@ pub(crate) fn sibling(dir: &Path, what: &str) -> PathBuf {
     dir.with_file_name(name)
 }
 
-/// Copies `from` to the new file `to` (which must not exist) and syncs it. Returns the
-/// bytes copied and their CRC-32C.
+/// Zeroes the bytes of `buf` (read at file offset `off`) at or past file offset `upto`.
+pub(crate) fn zero_past(buf: &mut [u8], off: u64, upto: u64) {
+    let from = upto.saturating_sub(off).min(buf.len() as u64) as usize;
+    buf[from..].fill(0);
+}
+
+/// How many leading bytes of the state's file `rel` (`tables/…`) are its content: all of
+/// them, but for a log blob only up to its span's end (`docs/format/vlog.md`, "Log
+/// blobs"): the log may still be appending to that segment past the span, so a copy takes
+/// those bytes as zeros, and is the same whenever it is made.
+pub(crate) fn content_len(state: &crate::manifest::ManifestState, rel: &Path) -> u64 {
+    let id = rel
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".blob"))
+        .and_then(|n| n.parse::<u64>().ok());
+    match id.and_then(|id| state.blobs.get(&id)).and_then(|b| b.log) {
+        Some(span) => span.to,
+        None => u64::MAX,
+    }
+}
+
+/// Copies `from` to the new file `to` (which must not exist) and syncs it, with the bytes
+/// at or past `upto` written as zeros ([`content_len`]; `u64::MAX`: none). Returns the
+/// bytes copied and the CRC-32C of what was written.
 ///
 /// # Errors
 ///
@@ -224,6 +249,7 @@ pub(crate) fn copy_file(
     from: &Path,
     to_fs: &dyn FileSystem,
     to: &Path,
+    upto: u64,
 ) -> Result<(u64, u32)> {
     const CHUNK: u64 = 1 << 20;
     let src = from_fs
@@ -243,6 +269,7 @@ pub(crate) fn copy_file(
             let n = CHUNK.min(len - off) as usize;
             src.read_at(&mut buf[..n], off)
                 .map_err(|e| Error::io("read", Some(from.to_path_buf()), e))?;
+            zero_past(&mut buf[..n], off, upto);
             crc = crc32c::crc32c_append(crc, &buf[..n]);
             out.write_at(&[&buf[..n]], off)
                 .map_err(|e| Error::io("write", Some(to.to_path_buf()), e))?;

@@ -41,7 +41,7 @@ impl DbInner {
     ///
     /// # Errors
     ///
-    /// `Corruption`/`Io` from reading the log; `Io` from reserving ids.
+    /// `Io` from reserving ids (a log that cannot be read back links nothing).
     pub(super) fn link_log_values(
         &self,
         mem: &Memtable,
@@ -74,8 +74,15 @@ impl DbInner {
         // Per segment: the span of the records read, first byte to end (the log blob's
         // span: records never straddle two flushes, so spans of one segment are disjoint).
         let mut spans: HashMap<u64, (u64, u64)> = HashMap::new();
-        for rec in self.wal.read_from(first)? {
-            let rec = rec?;
+        // Pointing into the log is an optimisation: a log that cannot be read back here
+        // (an I/O error, a damaged record) makes this flush copy, as before.
+        let Ok(records) = self.wal.read_from(first) else {
+            return Ok(out);
+        };
+        for rec in records {
+            let Ok(rec) = rec else {
+                return Ok(out);
+            };
             if rec.lsn >= boundary {
                 break;
             }
@@ -133,10 +140,27 @@ impl DbInner {
         // Link each segment whose noted values fill enough of the span this flush covers.
         let keep = 1.0 - self.opts.blob_gc_garbage_ratio.min(1.0);
         let mut linked: HashMap<u64, u64> = HashMap::new();
+        // After a reopen whose log start a transaction in parts held back, the memtable
+        // replays records an earlier flush already linked: spans of one segment must not
+        // overlap (each byte is accounted once), so a span starts past the earlier ones.
+        let version = self.sv.read().version.clone();
+        let owned = |segment: u64| {
+            version
+                .blobs
+                .values()
+                .filter_map(|b| b.meta.log)
+                .filter(|l| l.segment == segment)
+                .map(|l| l.to)
+                .max()
+                .unwrap_or(0)
+        };
         for (&segment, &(bytes, records)) in &per_segment {
             let Some(&(from, to)) = spans.get(&segment) else {
                 continue;
             };
+            if from < owned(segment) {
+                continue; // copy: part of it is another log blob's
+            }
             if from >= to
                 || (bytes as f64) < keep * (to - from) as f64
                 || bytes < s / MIN_SEGMENT_SHARE
