@@ -137,7 +137,7 @@ impl DbInner {
         // so it runs beside the table writing rather than after it.
         let mut write = || -> Result<()> {
             // Large values the log holds are pointed at there, not copied (log blobs).
-            let linked = self.link_log_values(mem, boundary, &mut new)?;
+            let linked = self.link_log_values(mem, boundary, &version, &mut new)?;
             for cf in mem.cfs() {
                 if !live_cfs.contains(&cf) {
                     continue; // dropped

@@ -25,6 +25,16 @@ pub(super) struct LinkedLog {
     pub(super) values: HashMap<u32, Arc<LogValues>>,
 }
 
+/// What the flush read of one segment: the span of its records (first byte to end:
+/// records never straddle two flushes, so spans of one segment are disjoint), and the
+/// bytes and count of the values noted in it.
+#[derive(Default)]
+struct SegmentScan {
+    span: Option<(u64, u64)>,
+    bytes: u64,
+    records: u64,
+}
+
 /// One noted value before linking: its segment, offset, length, crc.
 struct Note {
     segment: u64,
@@ -46,6 +56,7 @@ impl DbInner {
         &self,
         mem: &Memtable,
         boundary: Seqno,
+        version: &crate::version::Version,
         new: &mut NewTables<'_>,
     ) -> Result<LinkedLog> {
         let mut out = LinkedLog::default();
@@ -66,14 +77,10 @@ impl DbInner {
         let first = mem.first_seqno();
         let s = self.wal.segment_bytes();
         let header = silt_wal::RECORD_HEADER_BYTES as u64;
-        // Per column family: log_value_key(key, lsn) → note. Per segment: bytes and count
-        // noted.
+        // Per column family: log_value_key(key, lsn) → note.
         type Notes = HashMap<u64, Note, std::hash::BuildHasherDefault<PassThrough>>;
         let mut notes: HashMap<u32, Notes> = HashMap::new();
-        let mut per_segment: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
-        // Per segment: the span of the records read, first byte to end (the log blob's
-        // span: records never straddle two flushes, so spans of one segment are disjoint).
-        let mut spans: HashMap<u64, (u64, u64)> = HashMap::new();
+        let mut segments: BTreeMap<u64, SegmentScan> = BTreeMap::new();
         // Pointing into the log is an optimisation: a log that cannot be read back here
         // (an I/O error, a damaged record) makes this flush copy, as before.
         let Ok(records) = self.wal.read_from(first) else {
@@ -88,9 +95,10 @@ impl DbInner {
             }
             let at = rec.lsn % s;
             let end = at + header + rec.payload.len() as u64;
-            let span = spans.entry(rec.lsn / s).or_insert((at, end));
-            span.0 = span.0.min(at);
-            span.1 = span.1.max(end);
+            let scan = segments.entry(rec.lsn / s).or_default();
+            let (from, to) = scan.span.get_or_insert((at, end));
+            *from = (*from).min(at);
+            *to = (*to).max(end);
             // A commit in parts is copied: its entries' seqno is the commit record's LSN,
             // not the LSN of the record holding their values.
             let Ok(batch::Record::Batch(entries)) = batch::decode_record(&rec.payload) else {
@@ -122,18 +130,18 @@ impl DbInner {
                     len,
                     crc: crc32c::crc32c(body),
                 };
-                let seg = per_segment.entry(note.segment).or_default();
-                seg.0 += u64::from(len);
-                seg.1 += 1;
+                let seg = segments.entry(note.segment).or_default();
+                seg.bytes += u64::from(len);
+                seg.records += 1;
                 // A later write to the same key in the batch wins: its note replaces this.
                 if let Some(old) = notes
                     .entry(e.cf)
                     .or_default()
                     .insert(log_value_key(e.key, rec.lsn), note)
                 {
-                    let seg = per_segment.entry(old.segment).or_default();
-                    seg.0 -= u64::from(old.len);
-                    seg.1 -= 1;
+                    let seg = segments.entry(old.segment).or_default();
+                    seg.bytes -= u64::from(old.len);
+                    seg.records -= 1;
                 }
             }
         }
@@ -143,7 +151,6 @@ impl DbInner {
         // After a reopen whose log start a transaction in parts held back, the memtable
         // replays records an earlier flush already linked: spans of one segment must not
         // overlap (each byte is accounted once), so a span starts past the earlier ones.
-        let version = self.sv.read().version.clone();
         let owned = |segment: u64| {
             version
                 .blobs
@@ -154,8 +161,8 @@ impl DbInner {
                 .max()
                 .unwrap_or(0)
         };
-        for (&segment, &(bytes, records)) in &per_segment {
-            let Some(&(from, to)) = spans.get(&segment) else {
+        for (&segment, scan) in &segments {
+            let (Some((from, to)), bytes, records) = (scan.span, scan.bytes, scan.records) else {
                 continue;
             };
             if from < owned(segment) {
