@@ -239,7 +239,7 @@ impl DbInner {
             // (`docs/format/batch.md`), atomic all the same.
             let chunk = self.wal.max_payload_bytes() - batch::TXN_HEADER_BYTES;
             let chunks = batch::split(&entries, chunk);
-            self.commit_chunks(&chunks, opts.sync, None, || {})?;
+            self.commit_chunks(&chunks, opts.sync, None, || Ok(()))?;
         }
         Ok(())
     }
@@ -248,14 +248,15 @@ impl DbInner {
     /// a commit record (`docs/format/batch.md`), every entry applied at the commit record's
     /// seqno (the entries of all batches, in order, as one batch: a later write to a key
     /// wins). The parts are pinned in the log until the commit is in a table (invariant T4
-    /// of `txn/mod.rs`). `after_parts` runs between the parts and the commit (for tests);
-    /// `validate` as in [`DbInner::commit`].
+    /// of `txn/mod.rs`). `before_commit` runs after the parts, if any, and before the
+    /// commit record is reserved (a transaction's first check); if it fails, nothing is
+    /// committed. `validate` as in [`DbInner::commit`].
     pub(crate) fn commit_chunks(
         &self,
         chunks: &[WriteBatch],
         sync: Option<bool>,
         validate: Option<&mut Validate<'_>>,
-        after_parts: impl FnOnce(),
+        before_commit: impl FnOnce() -> Result<()>,
     ) -> Result<Seqno> {
         // A transaction's puts into a family with a TTL expire as a batch's do. (A batch
         // from `write` is stamped already: stamping it again finds nothing to do.)
@@ -279,10 +280,14 @@ impl DbInner {
             entries.extend(c.entries()?);
         }
         if chunks.len() == 1 {
+            before_commit()?;
             return self.commit(chunks[0].payload(), &entries, sync, validate);
         }
         let (txn, pin) = self.write_parts(&chunks[..chunks.len() - 1])?;
-        after_parts();
+        if let Err(e) = before_commit() {
+            self.log_pins.lock().remove(&pin);
+            return Err(e);
+        }
         let last = chunks.last().expect("at least two chunks");
         let payload =
             batch::encode_txn_record(batch::TAG_COMMIT, txn, (chunks.len() - 1) as u32, last);

@@ -20,8 +20,8 @@
 //!   seqno its checks start from, so compaction keeps the newest entry of every key above
 //!   it: a check can always see a write that happened after `s`.
 //! - **T2** A commit's checks cover `since..c`, `c` its own seqno: `since..r1` before it
-//!   reserves its place (phase 1, outside the reservation, after every writer below `r1`
-//!   applied), then `r1..c` at `c` (phase 2, inside the reservation, after every writer
+//!   reserves its place (phase 1, outside the reservation, after a large commit's part
+//!   records, after every writer below `r1` applied), then `r1..c` at `c` (phase 2, inside the reservation, after every writer
 //!   below `c` applied: invariant W5 of `db/mod.rs`). A failed check abandons the
 //!   reservation (a Void record): the log keeps no trace of the transaction.
 //! - **T3** A committed transaction is one record (or parts and one commit record), applied
@@ -159,7 +159,7 @@ impl TxnOptions {
 
 /// A key a commit checks: column family, key, the seqno from which a change is a conflict,
 /// and what kind.
-type KeyCheck = (u32, Vec<u8>, Seqno, ConflictKind);
+type KeyCheck<'a> = (u32, &'a [u8], Seqno, ConflictKind);
 
 /// What a commit must check: per key, the seqno from which a change is a conflict, and what
 /// kind of conflict it would be.
@@ -574,8 +574,7 @@ impl Txn {
                 )));
             }
         }
-        let after = self.buf.bytes_after(cf, key, &op);
-        if after > self.opts.max_bytes {
+        if let Err(after) = self.buf.fits(cf, key, &op, self.opts.max_bytes) {
             return Err(Error::TransactionTooLarge {
                 bytes: after,
                 limit: self.opts.max_bytes,
@@ -722,22 +721,33 @@ impl Txn {
     }
 
     /// The keys and ranges a commit checks, each with the seqno from which a change is a
-    /// conflict.
-    fn commit_checks(&self) -> (Vec<KeyCheck>, Vec<ScanRange>) {
+    /// conflict: `checks` (taken from the transaction) and, at the snapshot levels, every
+    /// buffered key. Borrowed, not copied: a bulk transaction has a check per key it wrote.
+    fn commit_checks<'a>(&'a self, checks: &'a Checks) -> (Vec<KeyCheck<'a>>, Vec<ScanRange>) {
         let iso = self.opts.isolation;
-        let mut checks = std::mem::take(&mut *self.checks.lock());
+        let mut keys: Vec<KeyCheck<'a>> = Vec::new();
         // Writes: first committer wins at the snapshot levels (optimistic), and the
         // pessimistic snapshot levels re-check their locked keys against plain writes.
-        if iso.snapshot_reads() {
-            for (cf, key) in self.buf.keys() {
-                checks.add(cf, key, self.snapshot, ConflictKind::WriteWrite);
+        let writes = iso.snapshot_reads();
+        if writes {
+            keys.reserve(self.buf.len() + checks.keys.len());
+            keys.extend(
+                self.buf
+                    .keys()
+                    .map(|(cf, k)| (cf, k, self.snapshot, ConflictKind::WriteWrite)),
+            );
+        }
+        for (ck, &(since, kind)) in &checks.keys {
+            if writes && self.buf.contains(ck.0, &ck.1) {
+                // Also written: checked as a write from the snapshot on; a read check
+                // from earlier still counts, as a write-write conflict.
+                if since < self.snapshot {
+                    keys.push((ck.0, &ck.1, since, ConflictKind::WriteWrite));
+                }
+            } else {
+                keys.push((ck.0, &ck.1, since, kind));
             }
         }
-        let keys = checks
-            .keys
-            .into_iter()
-            .map(|((cf, k), (since, kind))| (cf, k, since, kind))
-            .collect();
         let ranges = if iso == IsolationLevel::Serializable {
             self.scans.ranges()
         } else {
@@ -747,12 +757,17 @@ impl Txn {
     }
 
     fn commit_inner(&mut self) -> Result<()> {
-        self.commit_with(|| {})
+        self.commit_with(|| {}, || {})
     }
 
     /// [`Txn::commit`]'s work; `after_parts` runs between a large transaction's part
-    /// records and its commit record (a test's window for flushes, invariant T4).
-    fn commit_with(&mut self, after_parts: impl FnOnce()) -> Result<()> {
+    /// records and its commit record (a test's window for flushes, invariant T4), and
+    /// `after_check` between the two phases of its check (T2; not run without checks).
+    fn commit_with(
+        &mut self,
+        after_parts: impl FnOnce(),
+        after_check: impl FnOnce(),
+    ) -> Result<()> {
         self.check_active()?;
         if self.buf.is_empty() {
             return Ok(());
@@ -763,16 +778,19 @@ impl Txn {
         for cf in cfs {
             self.cf_exists(cf)?;
         }
-        let (keys, ranges) = self.commit_checks();
+        let checks = std::mem::take(&mut *self.checks.lock());
+        let (keys, ranges) = self.commit_checks(&checks);
         let chunk = inner.wal.max_payload_bytes() - batch::TXN_HEADER_BYTES;
         let batches = self.buf.batches(chunk);
         inner.maybe_stall(self.buf.bytes())?;
-        self.commit_checked(&inner, &batches, &keys, &ranges, after_parts)
+        self.commit_checked(&inner, &batches, &keys, &ranges, after_parts, after_check)
             .map(|_| ())
     }
 
-    /// T2: checks `since..r1` now, then commits (in parts if it has several batches,
-    /// T4) with the check of `r1..c` at its seqno.
+    /// T2: checks `since..r1` once a large commit's parts are in the log, then commits with
+    /// the check of `r1..c` at its seqno `c`. Each phase looks only below its own bound: a
+    /// commit that nobody else's write preceded since its snapshot (`r1` at the snapshot)
+    /// or since its first check (`c` at `r1`) has nothing to look up.
     fn commit_checked(
         &self,
         inner: &Arc<DbInner>,
@@ -780,20 +798,31 @@ impl Txn {
         keys: &[KeyCheck],
         ranges: &[ScanRange],
         after_parts: impl FnOnce(),
+        after_check: impl FnOnce(),
     ) -> Result<Seqno> {
         if keys.is_empty() && ranges.is_empty() {
-            return inner.commit_chunks(batches, self.opts.sync, None, after_parts);
+            return inner.commit_chunks(batches, self.opts.sync, None, || {
+                after_parts();
+                Ok(())
+            });
         }
+        let r1 = std::cell::Cell::new(0);
         // Phase 1, outside the reservation.
-        let r1 = inner.wal.reserved_lsn();
-        inner.wait_applied_below(r1, None);
-        self.check(&inner.super_version(), keys, ranges, 0, MAX_SEQNO)?;
+        let phase1 = || -> Result<()> {
+            after_parts();
+            let r = inner.wal.reserved_lsn();
+            inner.wait_applied_below(r, None);
+            self.check(&inner.super_version(), keys, ranges, 0, r)?;
+            r1.set(r);
+            after_check();
+            Ok(())
+        };
         // Phase 2, at the commit's own seqno `c`.
         let mut at_commit = |c: Seqno, me: &Arc<crate::db::Writer>| -> Result<()> {
             inner.wait_applied_below(c, Some(me));
-            self.check(&inner.super_version(), keys, ranges, r1, c)
+            self.check(&inner.super_version(), keys, ranges, r1.get(), c)
         };
-        inner.commit_chunks(batches, self.opts.sync, Some(&mut at_commit), after_parts)
+        inner.commit_chunks(batches, self.opts.sync, Some(&mut at_commit), phase1)
     }
 
     /// Whether any checked key or range changed in `max(since, floor)..below`.
@@ -891,15 +920,18 @@ mod tests {
                 .unwrap();
         }
         let db2 = db.clone();
-        t.commit_with(|| {
-            for round in 0..4u32 {
-                for i in 0..100u32 {
-                    db2.put(format!("mid{round}-{i:03}").as_bytes(), &[1u8; 200])
-                        .unwrap();
+        t.commit_with(
+            || {
+                for round in 0..4u32 {
+                    for i in 0..100u32 {
+                        db2.put(format!("mid{round}-{i:03}").as_bytes(), &[1u8; 200])
+                            .unwrap();
+                    }
+                    db2.flush().unwrap();
                 }
-                db2.flush().unwrap();
-            }
-        })
+            },
+            || {},
+        )
         .unwrap();
         t.finish();
         // The commit's memtable is not flushed: crash now (everything was synced).
@@ -908,5 +940,60 @@ mod tests {
         let db = open(crashed);
         assert_eq!(db.prefix(b"big").count(), 2000);
         assert_eq!(db.prefix(b"mid").count(), 400);
+    }
+
+    /// T2: a write committed after the first phase of the check (so at or above `r1`,
+    /// which that phase no longer looks at) and before the commit is caught by the second,
+    /// for a commit of one record and for one of parts; the transaction leaves no trace.
+    #[test]
+    fn a_write_between_the_check_phases_is_a_conflict() {
+        for (rows, iso) in [
+            (10u32, IsolationLevel::Snapshot),
+            (10, IsolationLevel::Serializable),
+            (3000, IsolationLevel::Snapshot),
+            (3000, IsolationLevel::Serializable),
+        ] {
+            let db = Db::builder("/db")
+                .file_system(SimFs::new())
+                .wal_segment_bytes(64 << 10)
+                .open()
+                .unwrap();
+            db.put(b"read", b"0").unwrap();
+            for (target, kind) in [
+                (&b"row00001"[..], ConflictKind::WriteWrite),
+                (b"read", ConflictKind::ReadValidation),
+            ] {
+                if kind == ConflictKind::ReadValidation && iso != IsolationLevel::Serializable {
+                    continue;
+                }
+                let mut t = db.begin(TxnOptions::new(iso, Concurrency::Optimistic));
+                assert_eq!(t.get(b"read").unwrap().as_deref(), Some(&b"0"[..]));
+                for i in 0..rows {
+                    t.put(format!("row{i:05}").as_bytes(), &[7u8; 200]).unwrap();
+                }
+                let db2 = db.clone();
+                let mut ran = false;
+                let r = t.commit_with(
+                    || {},
+                    || {
+                        db2.put(target, b"other").unwrap();
+                        ran = true;
+                    },
+                );
+                t.finish();
+                assert!(ran, "{rows} rows, {iso:?}: the hook ran");
+                match r {
+                    Err(Error::Conflict { kind: k, key, .. }) => {
+                        assert_eq!(k, kind, "{rows} rows, {iso:?}");
+                        assert_eq!(key, target.to_vec());
+                    }
+                    other => panic!("{rows} rows, {iso:?}, {kind:?}: {other:?}"),
+                }
+                assert_eq!(db.get(target).unwrap().as_deref(), Some(&b"other"[..]));
+                assert_eq!(db.prefix(b"row").count(), usize::from(target != b"read"));
+                db.delete(target).unwrap();
+                db.put(b"read", b"0").unwrap();
+            }
+        }
     }
 }
