@@ -175,3 +175,90 @@ fn a_snapshot_keeps_what_it_sees_through_a_flush() {
         ]
     );
 }
+
+/// Opens with the memtable's trigger off and level 0's at `l0_trigger`, with level 0's own
+/// count trigger out of reach: only reads can start a compaction.
+fn open_l0(dir: &std::path::Path, l0_trigger: u64) -> Db {
+    Db::builder(dir)
+        .memtable_scan_flush_trigger(0)
+        .l0_scan_compaction_trigger(l0_trigger)
+        .l0_compaction_trigger(16)
+        .l0_slowdown_tables(32)
+        .l0_stall_tables(48)
+        .stats_dump_period(None)
+        .open()
+        .unwrap()
+}
+
+/// Level 0 as a queue leaves it: one table of rows, one of deletes of its head (`forward`)
+/// or of its tail. Returns the bytes of the table of rows.
+fn queue_in_l0(db: &Db, forward: bool) -> u64 {
+    for i in 0..1000 {
+        db.put(&key(i), b"row").unwrap();
+    }
+    db.flush().unwrap();
+    let rows = db.stats().levels[0].bytes;
+    let dead: Vec<u32> = if forward {
+        (0..500).collect()
+    } else {
+        (500..1000).collect()
+    };
+    for i in dead {
+        db.delete(&key(i)).unwrap();
+    }
+    db.flush().unwrap();
+    let s = db.stats();
+    assert_eq!(s.levels[0].tables, 2, "{s:?}");
+    assert_eq!(s.compactions, 0, "{s:?}");
+    rows
+}
+
+#[test]
+fn a_scan_over_deletes_in_level_0_compacts_it_early_in_both_directions() {
+    for forward in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_l0(dir.path(), 100);
+        let rows = queue_in_l0(&db, forward);
+        // Point reads and writes never ask.
+        assert_eq!(db.get(&key(10)).unwrap().is_some(), !forward);
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(db.stats().scan_compactions, 0);
+        // One step over 500 deletes and the 500 rows they hide.
+        let first = if forward {
+            db.iter().next().unwrap().unwrap().0
+        } else {
+            db.iter().next_back().unwrap().unwrap().0
+        };
+        assert_eq!(first, key(if forward { 500 } else { 499 }));
+        let s = wait_for(&db, "the scan compaction", |s| {
+            s.scan_compactions == 1 && s.levels[0].tables == 0
+        });
+        // The deletes met their rows on the way down, where nothing is older: neither is
+        // kept, so what is left is smaller than the table of all the rows.
+        let below: u64 = s.levels.iter().map(|l| l.bytes).sum();
+        assert!(below > 0 && below < rows, "{rows} {s:?}");
+        assert_eq!(db.iter().count(), 500);
+        let first = if forward {
+            db.iter().next().unwrap().unwrap().0
+        } else {
+            db.iter().next_back().unwrap().unwrap().0
+        };
+        assert_eq!(first, key(if forward { 500 } else { 499 }));
+    }
+}
+
+#[test]
+fn the_level_0_trigger_off_never_compacts_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_l0(dir.path(), 0);
+    queue_in_l0(&db, true);
+    for _ in 0..20 {
+        assert_eq!(head(&db), key(500));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let s = db.stats();
+    assert_eq!(
+        (s.scan_compactions, s.compactions, s.levels[0].tables),
+        (0, 0, 2)
+    );
+}

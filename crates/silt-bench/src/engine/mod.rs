@@ -399,6 +399,7 @@ impl Engine for SiltEngine {
             "flushes": s.flushes,
             "compactions": s.compactions,
             "tombstone_compactions": s.tombstone_compactions,
+            "scan_compactions": s.scan_compactions,
             "scan_flushes": s.scan_flushes,
             "flush_dropped_entries": s.flush_dropped_entries,
             "delayed_writes": s.delayed_writes,

@@ -94,6 +94,9 @@ pub(crate) struct Job {
     /// A manual compaction under a compaction filter or TTL: every entry must pass the
     /// merge (where the filter and expiry apply), so never a trivial move.
     pub(crate) rewrite: bool,
+    /// Picked early because reads passed over many entries of its level-0 inputs
+    /// (`DbBuilder::l0_scan_compaction_trigger`).
+    pub(crate) for_scans: bool,
 }
 
 impl Job {

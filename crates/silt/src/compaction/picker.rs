@@ -85,6 +85,7 @@ fn with_lower(
         collect_blob: None,
         for_tombstones: false,
         rewrite: false,
+        for_scans: false,
     })
 }
 
@@ -135,6 +136,7 @@ pub(crate) fn pick(
         }
     }
     best.map(|(_, j)| j)
+        .or_else(|| scan_compaction(version, shape, pointers, busy))
         .or_else(|| blob_collection(version, shape, pointers, busy))
         .or_else(|| tombstone_compaction(version, busy, oldest_snapshot))
 }
@@ -185,7 +187,32 @@ fn tombstone_compaction(
                 collect_blob: None,
                 for_tombstones: true,
                 rewrite: false,
+                for_scans: false,
             });
+        }
+    }
+    None
+}
+
+/// When no level needs compacting: level 0 of a family whose reads asked for it, having
+/// passed over many of its entries in one step (`DbBuilder::l0_scan_compaction_trigger`):
+/// the deletes and overwritten versions they walk meet what they hide one level down.
+fn scan_compaction(
+    version: &Version,
+    shape: Shape,
+    pointers: &Pointers,
+    busy: &HashSet<u64>,
+) -> Option<Job> {
+    for cf in version.cfs.values() {
+        if cf.levels[0]
+            .iter()
+            .any(|t| t.scan_compaction_requested() && !busy.contains(&t.meta.id))
+        {
+            let (_, base) = targets(cf, shape.base_bytes, shape.ratio);
+            if let Some(mut job) = job_for(cf, 0, base, pointers, busy) {
+                job.for_scans = true;
+                return Some(job);
+            }
         }
     }
     None
@@ -230,6 +257,7 @@ fn blob_collection(
                         collect_blob: None,
                         for_tombstones: false,
                         rewrite: false,
+                        for_scans: false,
                     })
                 } else if level == 0 {
                     let (_, base) = targets(cf, shape.base_bytes, shape.ratio);
@@ -362,6 +390,7 @@ pub(crate) fn manual_rewrite_last(
         collect_blob: None,
         for_tombstones: false,
         rewrite: true,
+        for_scans: false,
     })
 }
 

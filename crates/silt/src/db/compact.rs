@@ -24,6 +24,9 @@ impl DbInner {
         if job.for_tombstones {
             self.counters.tombstone_compactions.fetch_add(1, SeqCst);
         }
+        if job.for_scans {
+            self.counters.scan_compactions.fetch_add(1, SeqCst);
+        }
         // The lower tables merged; the others of the job's range stay, as fences.
         let (lower, fences) = self.lower_with_keys(job)?;
         let mut edits = Vec::new();

@@ -27,7 +27,9 @@ impl View {
         let inner = self.inner;
         let now = Arc::new(crate::clock::ReadTime::new(inner.opts.clock.clone()));
         let merge = inner.merge_operator_if_any(cf);
-        Source::new(sv, cf, self.seqno, now, || inner.cf_not_found(cf)).with_merge(merge)
+        Source::new(sv, cf, self.seqno, now, || inner.cf_not_found(cf))
+            .with_merge(merge)
+            .with_l0_scan_trigger(inner.opts.l0_scan_compaction_trigger)
     }
 
     fn iter(self, cf: u32, bounds: Bounds) -> Iter {

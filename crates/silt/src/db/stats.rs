@@ -113,6 +113,9 @@ pub struct Stats {
     pub split_compactions: u64,
     /// Of those, the ones run because a table was mostly deletes (`compaction/mod.rs`).
     pub tombstone_compactions: u64,
+    /// Of those, the ones of level 0 run early because a read step passed over
+    /// `DbBuilder::l0_scan_compaction_trigger` of its entries.
+    pub scan_compactions: u64,
     /// Memtables flushed before they were full because a read step passed over
     /// `DbBuilder::memtable_scan_flush_trigger` of their entries.
     pub scan_flushes: u64,
@@ -166,6 +169,7 @@ impl Stats {
             compactions,
             split_compactions,
             tombstone_compactions,
+            scan_compactions,
             scan_flushes,
             flush_dropped_entries,
             write_amp,
@@ -201,6 +205,7 @@ impl Stats {
             ("compactions", compactions),
             ("split_compactions", split_compactions),
             ("tombstone_compactions", tombstone_compactions),
+            ("scan_compactions", scan_compactions),
             ("scan_flushes", scan_flushes),
             ("flush_dropped_entries", flush_dropped_entries),
             ("stalls", stalls),
@@ -471,6 +476,7 @@ impl DbInner {
             stall_micros: c.stall_micros.load(SeqCst),
             split_compactions: c.split_compactions.load(SeqCst),
             tombstone_compactions: c.tombstone_compactions.load(SeqCst),
+            scan_compactions: c.scan_compactions.load(SeqCst),
             scan_flushes: c.scan_flushes.load(SeqCst),
             flush_dropped_entries: c.flush_dropped_entries.load(SeqCst),
             delayed_writes: c.delayed_writes.load(SeqCst),

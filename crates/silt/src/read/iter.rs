@@ -31,6 +31,8 @@ pub(crate) struct Source {
     pub(crate) now: Arc<ReadTime>,
     /// The family's merge operator, if it has one.
     pub(crate) merge: Option<Arc<dyn MergeOperator>>,
+    /// `DbBuilder::l0_scan_compaction_trigger` (0: off).
+    pub(crate) l0_scan_trigger: u64,
 }
 
 impl Source {
@@ -53,7 +55,15 @@ impl Source {
             scans: None,
             now,
             merge: None,
+            l0_scan_trigger: 0,
         }
+    }
+
+    /// This source asking for its family's level 0 to be compacted once a step passes
+    /// over `n` of its entries (0: never; `DbBuilder::l0_scan_compaction_trigger`).
+    pub(crate) fn with_l0_scan_trigger(mut self, n: u64) -> Source {
+        self.l0_scan_trigger = n;
+        self
     }
 
     /// This source folding merge operands with `op`.
@@ -107,6 +117,18 @@ impl Source {
                 .filter(|m| !m.is_empty())
                 .map(|m| (usize::from(self.overlay.is_some()), m.clone())),
             stepped: std::cell::Cell::new(0),
+            l0: match self.sv.version.cfs.get(&self.cf) {
+                Some(cfv) if self.l0_scan_trigger > 0 && !cfv.levels[0].is_empty() => {
+                    Some(L0Scan {
+                        // Children: the overlay, the memtables, then level 0 (`merged`).
+                        first: usize::from(self.overlay.is_some()) + self.sv.mems.len(),
+                        tables: cfv.levels[0].clone(),
+                        trigger: self.l0_scan_trigger,
+                        stepped: std::cell::Cell::new(0),
+                    })
+                }
+                _ => None,
+            },
         })
     }
 
@@ -191,6 +213,20 @@ pub(crate) struct Walker {
     /// Entries of the active memtable the current step has passed over (hidden or deleted,
     /// counted where the walk skips them, so a step that lands at once counts nothing).
     stepped: std::cell::Cell<u64>,
+    /// The family's level-0 tables as merged children, and the entries of them the current
+    /// step has passed over; `None` without level 0 or with the trigger off.
+    l0: Option<L0Scan>,
+}
+
+/// A walk's count of the level-0 entries one step passes over; at `trigger`, the table of
+/// the entry passed over is marked for an early compaction (`TableHandle::
+/// request_scan_compaction`, picked by `compaction::picker`).
+struct L0Scan {
+    /// The merged cursor's child index of `tables[0]`.
+    first: usize,
+    tables: Vec<Arc<crate::version::TableHandle>>,
+    trigger: u64,
+    stepped: std::cell::Cell<u64>,
 }
 
 impl Walker {
@@ -253,19 +289,41 @@ impl Walker {
     /// from the active memtable; at the trigger, asks for that memtable to be flushed.
     #[inline]
     fn count_step(&self) {
+        let Some(c) = self.m.current_child() else {
+            return;
+        };
         if let Some((child, mem)) = &self.active {
-            if self.m.current_child() == Some(*child) {
+            if c == *child {
                 let n = self.stepped.get() + 1;
                 self.stepped.set(n);
                 mem.note_scan(n);
+                return;
             }
+        }
+        if let Some(l0) = &self.l0 {
+            if let Some(t) = c.checked_sub(l0.first).and_then(|i| l0.tables.get(i)) {
+                let n = l0.stepped.get() + 1;
+                l0.stepped.set(n);
+                if n == l0.trigger {
+                    t.request_scan_compaction();
+                }
+            }
+        }
+    }
+
+    /// Starts a step's counts of the entries it passes over.
+    #[inline]
+    fn start_step(&self) {
+        self.stepped.set(0);
+        if let Some(l0) = &self.l0 {
+            l0.stepped.set(0);
         }
     }
 
     /// From the merged cursor's position, moves forward to the next visible pair within
     /// `b`, passing over `skip` first. Returns whether it found one (then `key`/`value`).
     pub(crate) fn forward(&mut self, skip: Skip<'_>, b: &Bounds) -> Result<bool> {
-        self.stepped.set(0);
+        self.start_step();
         // 0: nothing to pass over; 1: entries of `key`; 2: entries of `skip`.
         let mut passing = match skip {
             Skip::Nothing => 0,
@@ -399,7 +457,7 @@ impl Walker {
     /// backward to the previous visible pair within `b`. Leaves the cursor on the entry
     /// before that key. Returns whether it found one (then `key`/`value`).
     pub(crate) fn backward(&mut self, b: &Bounds) -> Result<bool> {
-        self.stepped.set(0);
+        self.start_step();
         while self.m.valid() {
             {
                 let p = parse(self.m.key())?;

@@ -482,7 +482,10 @@ impl Txn {
         let inner = self.inner().clone();
         let now = Arc::new(crate::clock::ReadTime::new(inner.opts.clock.clone()));
         let merge = inner.merge_operator_if_any(cf);
-        let src = Source::new(sv, cf, seqno, now, move || inner.cf_not_found(cf)).with_merge(merge);
+        let trigger = inner.opts.l0_scan_compaction_trigger;
+        let src = Source::new(sv, cf, seqno, now, move || inner.cf_not_found(cf))
+            .with_merge(merge)
+            .with_l0_scan_trigger(trigger);
         if let Err(e) = self.check_active() {
             return src.failing(e);
         }

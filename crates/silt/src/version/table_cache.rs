@@ -3,7 +3,10 @@
 //! obsolete and no version refers to it (version invariant 3).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::{
+    AtomicBool,
+    Ordering::{Relaxed, SeqCst},
+};
 use std::sync::Arc;
 
 use silt_vfs::FileSystem;
@@ -94,6 +97,9 @@ impl TableCache {
 pub(crate) struct TableHandle {
     pub(crate) meta: TableMeta,
     obsolete: AtomicBool,
+    /// A read step passed over many of this (level-0) table's entries: compact it early
+    /// (`DbBuilder::l0_scan_compaction_trigger`).
+    scan_requested: AtomicBool,
     tables: Arc<TableCache>,
 }
 
@@ -102,8 +108,19 @@ impl TableHandle {
         TableHandle {
             meta,
             obsolete: AtomicBool::new(false),
+            scan_requested: AtomicBool::new(false),
             tables,
         }
+    }
+
+    /// Asks for this table to be compacted early: reads pass over many of its entries.
+    pub(crate) fn request_scan_compaction(&self) {
+        self.scan_requested.store(true, Relaxed);
+    }
+
+    /// Whether a read asked for this table to be compacted early.
+    pub(crate) fn scan_compaction_requested(&self) -> bool {
+        self.scan_requested.load(Relaxed)
     }
 
     /// The manifest no longer names the table: its file goes with the last handle
