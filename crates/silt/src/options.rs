@@ -36,7 +36,7 @@ pub struct DbBuilder {
     pub(crate) memtable_bytes: u64,
     pub(crate) immutable_memtables_max: usize,
     pub(crate) memtable_scan_flush_trigger: u64,
-    pub(crate) l0_scan_compaction_trigger: u64,
+    pub(crate) l0_scan_compaction_ratio: f64,
     pub(crate) memtable_bloom_ratio: f64,
     pub(crate) block_cache_bytes: u64,
     pub(crate) table_cache_tables: usize,
@@ -80,7 +80,7 @@ impl DbBuilder {
             memtable_bytes: 64 << 20,
             immutable_memtables_max: 2,
             memtable_scan_flush_trigger: 4096,
-            l0_scan_compaction_trigger: 1024,
+            l0_scan_compaction_ratio: 2.0,
             memtable_bloom_ratio: 0.0,
             block_cache_bytes: 64 << 20,
             table_cache_tables: 4096,
@@ -287,17 +287,19 @@ impl DbBuilder {
     }
 
     /// Compact a column family's level 0 early, before it has
-    /// [`DbBuilder::l0_compaction_trigger`] tables, once one read step passes over `n`
-    /// entries of its level-0 tables to find a visible pair (tombstones, the puts they
-    /// delete, overwritten versions): the compaction takes the deletes down to where they
-    /// meet what they delete, so the reads after it stop passing over them. The memtable's
-    /// counterpart is [`DbBuilder::memtable_scan_flush_trigger`]; Pebble's read-triggered
-    /// compactions and LevelDB's seek compactions are the same idea. A queue that deletes
-    /// at its head and scans from there otherwise walks every delete of up to four
-    /// flushes. The table is marked by the read and the compaction runs when nothing more
-    /// urgent is due. Default 1024; 0 turns it off. Counted in `Stats::scan_compactions`.
-    pub fn l0_scan_compaction_trigger(mut self, n: u64) -> Self {
-        self.l0_scan_compaction_trigger = n;
+    /// [`DbBuilder::l0_compaction_trigger`] tables, once reads have passed over `ratio` times
+    /// as many of its level-0 entries as the compaction would read (level 0 and the tables
+    /// below it overlaps). Passed over: tombstones, the puts they delete, overwritten
+    /// versions, met by iterators and cursors on their way to a visible pair. The compaction
+    /// takes the deletes down to where they meet what they delete, so the reads after it
+    /// stop passing over them: walking them again would soon cost more than rewriting them
+    /// once. The memtable's counterpart is [`DbBuilder::memtable_scan_flush_trigger`];
+    /// LevelDB's seek compactions and Pebble's read-triggered compactions weigh reads
+    /// against a compaction the same way. A queue that deletes at its head and scans from
+    /// there otherwise walks every delete of up to four flushes. It runs when no level is
+    /// over its target. Default 2.0; 0 turns it off. Counted in `Stats::scan_compactions`.
+    pub fn l0_scan_compaction_ratio(mut self, ratio: f64) -> Self {
+        self.l0_scan_compaction_ratio = if ratio.is_nan() { 0.0 } else { ratio.max(0.0) };
         self
     }
 

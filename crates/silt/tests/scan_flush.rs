@@ -176,12 +176,12 @@ fn a_snapshot_keeps_what_it_sees_through_a_flush() {
     );
 }
 
-/// Opens with the memtable's trigger off and level 0's at `l0_trigger`, with level 0's own
-/// count trigger out of reach: only reads can start a compaction.
-fn open_l0(dir: &std::path::Path, l0_trigger: u64) -> Db {
+/// Opens with the memtable's trigger off and level 0's scan ratio at `ratio`, with level
+/// 0's own count trigger out of reach: only reads can start a compaction.
+fn open_l0(dir: &std::path::Path, ratio: f64) -> Db {
     Db::builder(dir)
         .memtable_scan_flush_trigger(0)
-        .l0_scan_compaction_trigger(l0_trigger)
+        .l0_scan_compaction_ratio(ratio)
         .l0_compaction_trigger(16)
         .l0_slowdown_tables(32)
         .l0_stall_tables(48)
@@ -190,8 +190,8 @@ fn open_l0(dir: &std::path::Path, l0_trigger: u64) -> Db {
         .unwrap()
 }
 
-/// Level 0 as a queue leaves it: one table of rows, one of deletes of its head (`forward`)
-/// or of its tail. Returns the bytes of the table of rows.
+/// Level 0 as a queue leaves it: one table of 1000 rows, one of 500 deletes of its head
+/// (`forward`) or of its tail; nothing below. Returns the bytes of the table of rows.
 fn queue_in_l0(db: &Db, forward: bool) -> u64 {
     for i in 0..1000 {
         db.put(&key(i), b"row").unwrap();
@@ -213,23 +213,31 @@ fn queue_in_l0(db: &Db, forward: bool) -> u64 {
     rows
 }
 
+/// The first live key from the head (`forward`) or the tail: one step over the 500
+/// deletes and the 500 rows they hide, 1000 of level 0's 1500 entries.
+fn first_live(db: &Db, forward: bool) -> Vec<u8> {
+    if forward {
+        db.iter().next().unwrap().unwrap().0
+    } else {
+        db.iter().next_back().unwrap().unwrap().0
+    }
+}
+
 #[test]
 fn a_scan_over_deletes_in_level_0_compacts_it_early_in_both_directions() {
     for forward in [true, false] {
         let dir = tempfile::tempdir().unwrap();
-        let db = open_l0(dir.path(), 100);
+        // Early once reads passed over half of the 1500 entries the job would read.
+        let db = open_l0(dir.path(), 0.5);
         let rows = queue_in_l0(&db, forward);
-        // Point reads and writes never ask.
-        assert_eq!(db.get(&key(10)).unwrap().is_some(), !forward);
+        // Point reads and writes never count.
+        for i in 0..1000 {
+            assert_eq!(db.get(&key(i)).unwrap().is_some(), (i >= 500) == forward);
+        }
         std::thread::sleep(Duration::from_millis(200));
         assert_eq!(db.stats().scan_compactions, 0);
-        // One step over 500 deletes and the 500 rows they hide.
-        let first = if forward {
-            db.iter().next().unwrap().unwrap().0
-        } else {
-            db.iter().next_back().unwrap().unwrap().0
-        };
-        assert_eq!(first, key(if forward { 500 } else { 499 }));
+        let want = key(if forward { 500 } else { 499 });
+        assert_eq!(first_live(&db, forward), want);
         let s = wait_for(&db, "the scan compaction", |s| {
             s.scan_compactions == 1 && s.levels[0].tables == 0
         });
@@ -238,19 +246,33 @@ fn a_scan_over_deletes_in_level_0_compacts_it_early_in_both_directions() {
         let below: u64 = s.levels.iter().map(|l| l.bytes).sum();
         assert!(below > 0 && below < rows, "{rows} {s:?}");
         assert_eq!(db.iter().count(), 500);
-        let first = if forward {
-            db.iter().next().unwrap().unwrap().0
-        } else {
-            db.iter().next_back().unwrap().unwrap().0
-        };
-        assert_eq!(first, key(if forward { 500 } else { 499 }));
+        assert_eq!(first_live(&db, forward), want);
     }
 }
 
 #[test]
-fn the_level_0_trigger_off_never_compacts_early() {
+fn reads_add_up_until_walking_would_cost_more_than_the_compaction() {
     let dir = tempfile::tempdir().unwrap();
-    let db = open_l0(dir.path(), 0);
+    // Twice the 1500 entries: three walks of 1000, not two.
+    let db = open_l0(dir.path(), 2.0);
+    queue_in_l0(&db, true);
+    for _ in 0..2 {
+        assert_eq!(head(&db), key(500));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let s = db.stats();
+    assert_eq!((s.scan_compactions, s.levels[0].tables), (0, 2), "{s:?}");
+    assert_eq!(head(&db), key(500));
+    wait_for(&db, "the scan compaction", |s| {
+        s.scan_compactions == 1 && s.levels[0].tables == 0
+    });
+    assert_eq!(head(&db), key(500));
+}
+
+#[test]
+fn the_level_0_scan_ratio_off_never_compacts_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_l0(dir.path(), 0.0);
     queue_in_l0(&db, true);
     for _ in 0..20 {
         assert_eq!(head(&db), key(500));

@@ -95,7 +95,7 @@ pub(crate) struct Job {
     /// merge (where the filter and expiry apply), so never a trivial move.
     pub(crate) rewrite: bool,
     /// Picked early because reads passed over many entries of its level-0 inputs
-    /// (`DbBuilder::l0_scan_compaction_trigger`).
+    /// (`DbBuilder::l0_scan_compaction_ratio`).
     pub(crate) for_scans: bool,
 }
 

@@ -21,6 +21,9 @@ pub(crate) struct Shape {
     pub(crate) ratio: u64,
     /// A blob file with at least this share of garbage is collected (1.0: never).
     pub(crate) blob_gc_ratio: f64,
+    /// Level 0 compacts early once reads passed over this many times the entries the job
+    /// would read (0: never; `scan_compaction`).
+    pub(crate) l0_scan_ratio: f64,
 }
 
 /// Per (column family, level), the largest user key of the last table compacted there: the
@@ -194,22 +197,32 @@ fn tombstone_compaction(
     None
 }
 
-/// When no level needs compacting: level 0 of a family whose reads asked for it, having
-/// passed over many of its entries in one step (`DbBuilder::l0_scan_compaction_trigger`):
-/// the deletes and overwritten versions they walk meet what they hide one level down.
+/// When no level needs compacting: level 0 of a family whose reads have passed over at
+/// least `shape.l0_scan_ratio` times as many of its level-0 entries as the job would read
+/// (`DbBuilder::l0_scan_compaction_ratio`): walking them again would soon cost more than
+/// rewriting them once, and the deletes and overwritten versions they walk meet what they
+/// hide one level down.
 fn scan_compaction(
     version: &Version,
     shape: Shape,
     pointers: &Pointers,
     busy: &HashSet<u64>,
 ) -> Option<Job> {
+    if shape.l0_scan_ratio <= 0.0 {
+        return None;
+    }
     for cf in version.cfs.values() {
-        if cf.levels[0]
-            .iter()
-            .any(|t| t.scan_compaction_requested() && !busy.contains(&t.meta.id))
-        {
-            let (_, base) = targets(cf, shape.base_bytes, shape.ratio);
-            if let Some(mut job) = job_for(cf, 0, base, pointers, busy) {
+        let l0 = &cf.levels[0];
+        let passed: u64 = l0.iter().map(|t| t.scan_passed()).sum();
+        let l0_entries: u64 = l0.iter().map(|t| t.meta.entries).sum();
+        // Level 0 alone is a lower bound of what the job reads: most families stop here.
+        if passed == 0 || (passed as f64) < shape.l0_scan_ratio * l0_entries as f64 {
+            continue;
+        }
+        let (_, base) = targets(cf, shape.base_bytes, shape.ratio);
+        if let Some(mut job) = job_for(cf, 0, base, pointers, busy) {
+            let reads = l0_entries + job.lower.iter().map(|t| t.meta.entries).sum::<u64>();
+            if passed as f64 >= shape.l0_scan_ratio * reads as f64 {
                 job.for_scans = true;
                 return Some(job);
             }

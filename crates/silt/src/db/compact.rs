@@ -16,6 +16,7 @@ impl DbInner {
             base_bytes: self.opts.level_base_bytes,
             ratio: self.opts.level_size_ratio,
             blob_gc_ratio: self.opts.blob_gc_garbage_ratio,
+            l0_scan_ratio: self.opts.l0_scan_compaction_ratio,
         }
     }
 

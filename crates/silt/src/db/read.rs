@@ -29,7 +29,7 @@ impl View {
         let merge = inner.merge_operator_if_any(cf);
         Source::new(sv, cf, self.seqno, now, || inner.cf_not_found(cf))
             .with_merge(merge)
-            .with_l0_scan_trigger(inner.opts.l0_scan_compaction_trigger)
+            .with_l0_scan(inner.opts.l0_scan_compaction_ratio > 0.0)
     }
 
     fn iter(self, cf: u32, bounds: Bounds) -> Iter {

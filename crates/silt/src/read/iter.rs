@@ -31,8 +31,8 @@ pub(crate) struct Source {
     pub(crate) now: Arc<ReadTime>,
     /// The family's merge operator, if it has one.
     pub(crate) merge: Option<Arc<dyn MergeOperator>>,
-    /// `DbBuilder::l0_scan_compaction_trigger` (0: off).
-    pub(crate) l0_scan_trigger: u64,
+    /// Count the level-0 entries reads pass over (`DbBuilder::l0_scan_compaction_ratio`).
+    pub(crate) l0_scan: bool,
 }
 
 impl Source {
@@ -55,14 +55,14 @@ impl Source {
             scans: None,
             now,
             merge: None,
-            l0_scan_trigger: 0,
+            l0_scan: false,
         }
     }
 
-    /// This source asking for its family's level 0 to be compacted once a step passes
-    /// over `n` of its entries (0: never; `DbBuilder::l0_scan_compaction_trigger`).
-    pub(crate) fn with_l0_scan_trigger(mut self, n: u64) -> Source {
-        self.l0_scan_trigger = n;
+    /// This source counting the level-0 entries its reads pass over, for the compaction
+    /// picker (`DbBuilder::l0_scan_compaction_ratio`).
+    pub(crate) fn with_l0_scan(mut self, on: bool) -> Source {
+        self.l0_scan = on;
         self
     }
 
@@ -118,13 +118,13 @@ impl Source {
                 .map(|m| (usize::from(self.overlay.is_some()), m.clone())),
             stepped: std::cell::Cell::new(0),
             l0: match self.sv.version.cfs.get(&self.cf) {
-                Some(cfv) if self.l0_scan_trigger > 0 && !cfv.levels[0].is_empty() => {
+                Some(cfv) if self.l0_scan && !cfv.levels[0].is_empty() => {
                     Some(L0Scan {
                         // Children: the overlay, the memtables, then level 0 (`merged`).
                         first: usize::from(self.overlay.is_some()) + self.sv.mems.len(),
                         tables: cfv.levels[0].clone(),
-                        trigger: self.l0_scan_trigger,
-                        stepped: std::cell::Cell::new(0),
+                        passed: vec![std::cell::Cell::new(0); cfv.levels[0].len()],
+                        any: std::cell::Cell::new(false),
                     })
                 }
                 _ => None,
@@ -218,15 +218,36 @@ pub(crate) struct Walker {
     l0: Option<L0Scan>,
 }
 
-/// A walk's count of the level-0 entries one step passes over; at `trigger`, the table of
-/// the entry passed over is marked for an early compaction (`TableHandle::
-/// request_scan_compaction`, picked by `compaction::picker`).
+/// A walk's count of the entries of each level-0 table it passes over, added to the tables'
+/// own counts (`TableHandle::add_scan_passed`, weighed by `compaction::picker`) at the start
+/// of each step and when the walk ends: one atomic add per table a step passed over, not
+/// one per entry.
 struct L0Scan {
     /// The merged cursor's child index of `tables[0]`.
     first: usize,
     tables: Vec<Arc<crate::version::TableHandle>>,
-    trigger: u64,
-    stepped: std::cell::Cell<u64>,
+    passed: Vec<std::cell::Cell<u64>>,
+    /// Whether any of `passed` is non-zero.
+    any: std::cell::Cell<bool>,
+}
+
+impl L0Scan {
+    fn publish(&self) {
+        if self.any.replace(false) {
+            for (t, n) in self.tables.iter().zip(&self.passed) {
+                let n = n.replace(0);
+                if n > 0 {
+                    t.add_scan_passed(n);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for L0Scan {
+    fn drop(&mut self) {
+        self.publish();
+    }
 }
 
 impl Walker {
@@ -301,12 +322,9 @@ impl Walker {
             }
         }
         if let Some(l0) = &self.l0 {
-            if let Some(t) = c.checked_sub(l0.first).and_then(|i| l0.tables.get(i)) {
-                let n = l0.stepped.get() + 1;
-                l0.stepped.set(n);
-                if n == l0.trigger {
-                    t.request_scan_compaction();
-                }
+            if let Some(n) = c.checked_sub(l0.first).and_then(|i| l0.passed.get(i)) {
+                n.set(n.get() + 1);
+                l0.any.set(true);
             }
         }
     }
@@ -316,7 +334,7 @@ impl Walker {
     fn start_step(&self) {
         self.stepped.set(0);
         if let Some(l0) = &self.l0 {
-            l0.stepped.set(0);
+            l0.publish();
         }
     }
 

@@ -482,10 +482,10 @@ impl Txn {
         let inner = self.inner().clone();
         let now = Arc::new(crate::clock::ReadTime::new(inner.opts.clock.clone()));
         let merge = inner.merge_operator_if_any(cf);
-        let trigger = inner.opts.l0_scan_compaction_trigger;
+        let l0_scan = inner.opts.l0_scan_compaction_ratio > 0.0;
         let src = Source::new(sv, cf, seqno, now, move || inner.cf_not_found(cf))
             .with_merge(merge)
-            .with_l0_scan_trigger(trigger);
+            .with_l0_scan(l0_scan);
         if let Err(e) = self.check_active() {
             return src.failing(e);
         }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{
-    AtomicBool,
+    AtomicBool, AtomicU64,
     Ordering::{Relaxed, SeqCst},
 };
 use std::sync::Arc;
@@ -97,9 +97,9 @@ impl TableCache {
 pub(crate) struct TableHandle {
     pub(crate) meta: TableMeta,
     obsolete: AtomicBool,
-    /// A read step passed over many of this (level-0) table's entries: compact it early
-    /// (`DbBuilder::l0_scan_compaction_trigger`).
-    scan_requested: AtomicBool,
+    /// Entries of this (level-0) table that reads passed over on their way to a visible
+    /// pair (`DbBuilder::l0_scan_compaction_ratio`).
+    scan_passed: AtomicU64,
     tables: Arc<TableCache>,
 }
 
@@ -108,19 +108,19 @@ impl TableHandle {
         TableHandle {
             meta,
             obsolete: AtomicBool::new(false),
-            scan_requested: AtomicBool::new(false),
+            scan_passed: AtomicU64::new(0),
             tables,
         }
     }
 
-    /// Asks for this table to be compacted early: reads pass over many of its entries.
-    pub(crate) fn request_scan_compaction(&self) {
-        self.scan_requested.store(true, Relaxed);
+    /// Counts `n` more of this table's entries that a read passed over.
+    pub(crate) fn add_scan_passed(&self, n: u64) {
+        self.scan_passed.fetch_add(n, Relaxed);
     }
 
-    /// Whether a read asked for this table to be compacted early.
-    pub(crate) fn scan_compaction_requested(&self) -> bool {
-        self.scan_requested.load(Relaxed)
+    /// Entries of this table that reads passed over so far.
+    pub(crate) fn scan_passed(&self) -> u64 {
+        self.scan_passed.load(Relaxed)
     }
 
     /// The manifest no longer names the table: its file goes with the last handle
