@@ -41,6 +41,11 @@ impl Overlay {
         Overlay { entries }
     }
 
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

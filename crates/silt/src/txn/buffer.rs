@@ -2,15 +2,29 @@
 //! write to a key replaces the earlier), in key order, with an undo log for savepoints and a
 //! count of the memory it holds.
 //!
+//! The entries live in two parts: `recent`, an ordered map that takes each write, and
+//! `run`, a sorted vector of older writes that `recent` is merged into once it holds a
+//! quarter as many (at least `merge_at`). A write searches only the small map, so a bulk
+//! transaction does not pay a search of everything it wrote per write (a cache miss at
+//! each of the lower levels of a map of a million keys); the merges copy each entry a few
+//! times, sequentially. A key in `recent` hides its older entry in `run` (a *shadowed*
+//! entry) until the merge drops it.
+//!
 //! Invariants:
-//! 1. `bytes` is the sum of [`entry_bytes`] over the entries, and `undo_bytes` the same
-//!    over the undo log's records: their sum is what the limit (`TxnOptions::max_bytes`)
-//!    is checked against.
+//! 1. `bytes` is the sum of [`entry_bytes`] over the entries of both parts, shadowed ones
+//!    included, and `undo_bytes` the same over the undo log's records. What the limit
+//!    (`TxnOptions::max_bytes`) is checked against is their sum less the shadowed
+//!    entries' ([`WriteBuffer::bytes`]).
 //! 2. Undoing the undo log back to a savepoint's length restores exactly the entries the
 //!    buffer had when the savepoint was taken.
 //! 3. The undo log records writes only while a savepoint is open, and is empty when none
 //!    is: without savepoints a transaction holds one copy of its writes, however often it
 //!    overwrites a key.
+//! 4. `run` is sorted by key, one entry per key. While a savepoint is open nothing is
+//!    shadowed and nothing is merged: opening the first one merges `recent` into `run`,
+//!    and a write then replaces a key's entry where it is. So every undo record's key is
+//!    in exactly one part, and a record of a key that was not buffered names a key in
+//!    `recent`.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -73,9 +87,12 @@ fn split(k: &[u8]) -> (u32, &[u8]) {
 }
 
 /// The buffer.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct WriteBuffer {
-    entries: BTreeMap<BufKey, Op>,
+    /// The newest writes (invariant 4).
+    recent: BTreeMap<BufKey, Op>,
+    /// Older writes, sorted, one per key; an entry whose key is in `recent` is shadowed.
+    run: Vec<(BufKey, Op)>,
     /// For each write while a savepoint is open, what the key held before it (`None`: not
     /// in the buffer).
     undo: Vec<(BufKey, Option<Op>)>,
@@ -83,6 +100,26 @@ pub(crate) struct WriteBuffer {
     undo_bytes: u64,
     /// Savepoints open (invariant 3).
     open: usize,
+    /// `recent` is merged into `run` at this many entries, or a quarter of `run`'s.
+    merge_at: usize,
+}
+
+/// `recent`'s smallest size to merge at: a transaction of up to this many writes never
+/// merges, and its searches stay in a map that fits in the cache.
+const MERGE_AT: usize = 32 * 1024;
+
+impl Default for WriteBuffer {
+    fn default() -> WriteBuffer {
+        WriteBuffer {
+            recent: BTreeMap::new(),
+            run: Vec::new(),
+            undo: Vec::new(),
+            bytes: 0,
+            undo_bytes: 0,
+            open: 0,
+            merge_at: MERGE_AT,
+        }
+    }
 }
 
 /// What one undo record costs: the key again, the replaced write, and the record's share.
@@ -90,10 +127,72 @@ fn undo_bytes(key: &[u8], prev: Option<&Op>) -> u64 {
     (key.len() + prev.map_or(0, |p| p.value().len()) + 64) as u64
 }
 
+/// The entries of two sorted sequences in order, `a`'s entry where both have a key.
+struct Merged<'a, A, B>
+where
+    A: Iterator<Item = (&'a BufKey, &'a Op)>,
+    B: Iterator<Item = (&'a BufKey, &'a Op)>,
+{
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
+}
+
+impl<'a, A, B> Iterator for Merged<'a, A, B>
+where
+    A: Iterator<Item = (&'a BufKey, &'a Op)>,
+    B: Iterator<Item = (&'a BufKey, &'a Op)>,
+{
+    type Item = (&'a BufKey, &'a Op);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match (self.a.peek(), self.b.peek()) {
+            (Some(x), Some(y)) => match x.0.cmp(y.0) {
+                std::cmp::Ordering::Less => self.a.next(),
+                std::cmp::Ordering::Greater => self.b.next(),
+                std::cmp::Ordering::Equal => {
+                    self.b.next();
+                    self.a.next()
+                }
+            },
+            (Some(_), None) => self.a.next(),
+            (None, _) => self.b.next(),
+        }
+    }
+}
+
 impl WriteBuffer {
+    /// `run`'s index of `key`, or where it would go.
+    fn run_index(&self, key: &[u8]) -> Result<usize, usize> {
+        self.run.binary_search_by(|(k, _)| k.as_slice().cmp(key))
+    }
+
     /// The buffered write of `key`, if any.
     pub(crate) fn get(&self, cf: u32, key: &[u8]) -> Option<&Op> {
-        self.entries.get(buf_key(cf, key).as_slice())
+        self.get_key(&buf_key(cf, key))
+    }
+
+    fn get_key(&self, k: &[u8]) -> Option<&Op> {
+        match self.recent.get(k) {
+            Some(op) => Some(op),
+            None => self.run_index(k).ok().map(|i| &self.run[i].1),
+        }
+    }
+
+    /// The count and bytes of the shadowed entries of `run` (invariant 1): a search of
+    /// `run` per entry of `recent`.
+    fn shadowed(&self) -> (usize, u64) {
+        if self.run.is_empty() {
+            return (0, 0);
+        }
+        let mut n = 0;
+        let mut bytes = 0;
+        for k in self.recent.keys() {
+            if let Ok(i) = self.run_index(k) {
+                n += 1;
+                bytes += entry_bytes(split(k).1, &self.run[i].1);
+            }
+        }
+        (n, bytes)
     }
 
     /// Whether writing `op` to `key` keeps the buffer within `limit` bytes (entries and
@@ -126,29 +225,82 @@ impl WriteBuffer {
         } else {
             0
         };
-        self.bytes + self.undo_bytes - old + entry_bytes(key, op) + undo
+        self.bytes() - old + entry_bytes(key, op) + undo
     }
 
     /// Buffers `op` for `key`, replacing an earlier write of it.
     pub(crate) fn write(&mut self, cf: u32, key: &[u8], op: Op) {
         self.bytes += entry_bytes(key, &op);
         let k = buf_key(cf, key);
-        let prev = if self.open > 0 {
-            self.entries.insert(k.clone(), op)
+        if self.open == 0 {
+            // May shadow an entry of `run`: the merge settles it (invariant 1).
+            if let Some(p) = self.recent.insert(k, op) {
+                self.bytes -= entry_bytes(key, &p);
+            }
+            self.maybe_merge();
+            return;
+        }
+        // Invariant 4: replace the key's entry where it is.
+        let prev = if let Some(slot) = self.recent.get_mut(&k) {
+            Some(std::mem::replace(slot, op))
+        } else if let Ok(i) = self.run_index(&k) {
+            Some(std::mem::replace(&mut self.run[i].1, op))
         } else {
-            self.entries.insert(k, op)
+            self.recent.insert(k.clone(), op);
+            None
         };
         if let Some(p) = &prev {
             self.bytes -= entry_bytes(key, p);
         }
-        if self.open > 0 {
-            self.undo_bytes += undo_bytes(key, prev.as_ref());
-            self.undo.push((buf_key(cf, key), prev));
+        self.undo_bytes += undo_bytes(key, prev.as_ref());
+        self.undo.push((k, prev));
+    }
+
+    /// Merges `recent` into `run` once it holds `merge_at` entries and a quarter as many as
+    /// `run` (geometric growth: each entry is copied a few times in all).
+    fn maybe_merge(&mut self) {
+        if self.recent.len() >= self.merge_at.max(self.run.len() / 4) {
+            self.merge();
         }
     }
 
-    /// Opens a savepoint: returns its mark (the undo log's length).
+    /// Merges `recent` into `run`, dropping the entries it shadowed (invariant 1).
+    fn merge(&mut self) {
+        if self.recent.is_empty() {
+            return;
+        }
+        debug_assert!(self.undo.is_empty(), "no merge while a savepoint is open");
+        let recent = std::mem::take(&mut self.recent);
+        let old = std::mem::take(&mut self.run);
+        let mut run = Vec::with_capacity(old.len() + recent.len());
+        let mut a = recent.into_iter().peekable();
+        let mut b = old.into_iter().peekable();
+        loop {
+            let take_a = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) => match x.0.cmp(&y.0) {
+                    std::cmp::Ordering::Less => true,
+                    std::cmp::Ordering::Greater => false,
+                    std::cmp::Ordering::Equal => {
+                        let (k, shadowed) = b.next().expect("peeked");
+                        self.bytes -= entry_bytes(split(&k).1, &shadowed);
+                        true
+                    }
+                },
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            run.push(if take_a { a.next() } else { b.next() }.expect("peeked"));
+        }
+        self.run = run;
+    }
+
+    /// Opens a savepoint: returns its mark (the undo log's length). The first one merges
+    /// `recent` into `run`, so nothing is shadowed while it is open (invariant 4).
     pub(crate) fn mark(&mut self) -> usize {
+        if self.open == 0 {
+            self.merge();
+        }
         self.open += 1;
         self.undo.len()
     }
@@ -169,16 +321,25 @@ impl WriteBuffer {
             let (k, prev) = self.undo.pop().expect("longer than mark");
             let user_key = split(&k).1;
             self.undo_bytes -= undo_bytes(user_key, prev.as_ref());
-            if let Some(now) = self.entries.get(&k) {
-                self.bytes -= entry_bytes(user_key, now);
-            }
+            // Invariant 4: the key is in exactly one part.
+            let slot = match self.recent.get_mut(&k) {
+                Some(slot) => Some(slot),
+                None => match self.run_index(&k) {
+                    Ok(i) => Some(&mut self.run[i].1),
+                    Err(_) => None,
+                },
+            };
+            let slot = slot.expect("an undone write is buffered");
+            self.bytes -= entry_bytes(user_key, slot);
             match prev {
                 Some(p) => {
                     self.bytes += entry_bytes(user_key, &p);
-                    self.entries.insert(k, p);
+                    *slot = p;
                 }
                 None => {
-                    self.entries.remove(&k);
+                    self.recent
+                        .remove(&k)
+                        .expect("a key that was not buffered went to `recent`");
                 }
             }
         }
@@ -186,21 +347,38 @@ impl WriteBuffer {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.recent.is_empty() && self.run.is_empty()
     }
 
+    /// The number of buffered keys.
     pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+        self.recent.len() + self.run.len() - self.shadowed().0
     }
 
-    /// The memory counted against the limit: the entries and the undo log.
+    /// The memory counted against the limit: the entries and the undo log (invariant 1).
     pub(crate) fn bytes(&self) -> u64 {
-        self.bytes + self.undo_bytes
+        self.bytes + self.undo_bytes - self.shadowed().1
+    }
+
+    /// Merges the two parts (before a commit walks them in order), unless a savepoint is
+    /// open.
+    pub(crate) fn settle(&mut self) {
+        if self.open == 0 {
+            self.merge();
+        }
+    }
+
+    /// Every buffered entry in key order.
+    fn entries(&self) -> impl Iterator<Item = (&BufKey, &Op)> {
+        Merged {
+            a: self.recent.iter().peekable(),
+            b: self.run.iter().map(|(k, op)| (k, op)).peekable(),
+        }
     }
 
     /// Every buffered `(cf, key)`, in order.
     pub(crate) fn keys(&self) -> impl Iterator<Item = (u32, &[u8])> {
-        self.entries.keys().map(|k| split(k))
+        self.entries().map(|(k, _)| split(k))
     }
 
     /// The buffered writes of `cf` within `lo..hi`, as an iterator's overlay.
@@ -227,10 +405,23 @@ impl WriteBuffer {
         if empty {
             return Overlay::default();
         }
+        let start = match &lo {
+            Bound::Included(k) => self.run_index(k).unwrap_or_else(|i| i),
+            Bound::Excluded(k) => self.run_index(k).map_or_else(|i| i, |i| i + 1),
+            Bound::Unbounded => 0,
+        };
+        let end = match &hi {
+            Bound::Included(k) => self.run_index(k).map_or_else(|i| i, |i| i + 1),
+            Bound::Excluded(k) => self.run_index(k).unwrap_or_else(|i| i),
+            Bound::Unbounded => self.run.len(),
+        };
+        let run = &self.run[start..end.max(start)];
         Overlay::new(
-            self.entries
-                .range((lo, hi))
-                .map(|(k, op)| (split(k).1, op.kind(), op.value())),
+            Merged {
+                a: self.recent.range((lo, hi)).peekable(),
+                b: run.iter().map(|(k, op)| (k, op)).peekable(),
+            }
+            .map(|(k, op)| (split(k).1, op.kind(), op.value())),
         )
     }
 
@@ -239,7 +430,7 @@ impl WriteBuffer {
     pub(crate) fn batches(&self, chunk_bytes: usize) -> Vec<WriteBatch> {
         let mut out = Vec::new();
         let mut b = WriteBatch::new();
-        for (k, op) in &self.entries {
+        for (k, op) in self.entries() {
             let (cf, k) = split(k);
             let need = 13 + k.len() + op.value().len() + 4;
             if !b.is_empty() && b.encoded_bytes() + need > chunk_bytes {
@@ -265,21 +456,32 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The entries as a reader sees them, in order.
+    fn visible(b: &WriteBuffer) -> Vec<(BufKey, Op)> {
+        b.entries().map(|(k, op)| (k.clone(), op.clone())).collect()
+    }
+
     proptest! {
-        /// Savepoints restore exactly the earlier buffer, bytes included; batches hold every
-        /// entry once, in order, under the chunk size (unless one entry alone is larger).
+        /// Against a map of the writes: reads see the newest write of each key, merged or
+        /// not; savepoints restore exactly the earlier buffer, bytes included; batches hold
+        /// every entry once, in order, under the chunk size (unless one entry alone is
+        /// larger); overlays of a range hold exactly its entries.
         #[test]
         fn undo_restores_and_batches_cover(
             ops in proptest::collection::vec((0u32..2, 0u8..20, 0u8..4, 0usize..300), 1..80),
             mark_at in 0usize..80,
             chunk in 64usize..2000,
             limit in 0u64..20_000,
+            merge_at in 1usize..8,
+            lo in 0u8..20,
+            hi in 0u8..20,
         ) {
-            let mut b = WriteBuffer::default();
+            let mut b = WriteBuffer { merge_at, ..WriteBuffer::default() };
+            let mut model: BTreeMap<BufKey, Op> = BTreeMap::new();
             let mut snapshot = None;
             for (i, (cf, k, what, vlen)) in ops.iter().enumerate() {
                 if i == mark_at {
-                    snapshot = Some((b.mark(), b.entries.clone(), b.bytes));
+                    snapshot = Some((b.mark(), model.clone(), b.bytes()));
                 }
                 let op = match what {
                     0 => Op::Delete,
@@ -292,11 +494,19 @@ mod tests {
                     Ok(()) => prop_assert!(after <= limit),
                     Err(would) => prop_assert!(would == after && after > limit),
                 }
+                model.insert(buf_key(*cf, &[*k]), op.clone());
                 b.write(*cf, &[*k], op);
                 prop_assert_eq!(after, b.bytes());
+                for ((mcf, mk), op) in model.iter().map(|(k, op)| (split(k), op)) {
+                    prop_assert_eq!(b.get(mcf, mk), Some(op));
+                }
+                prop_assert_eq!(b.get(*cf, &[20]), None);
             }
-            let sum: u64 = b.entries.iter().map(|(k, o)| entry_bytes(split(k).1, o)).sum();
-            prop_assert_eq!(sum, b.bytes);
+            let want: Vec<(BufKey, Op)> = model.clone().into_iter().collect();
+            prop_assert_eq!(&visible(&b), &want);
+            prop_assert_eq!(b.len(), model.len());
+            let sum: u64 = model.iter().map(|(k, o)| entry_bytes(split(k).1, o)).sum();
+            prop_assert_eq!(sum + b.undo_bytes, b.bytes());
             let undo: u64 = b.undo.iter().map(|(k, p)| undo_bytes(split(k).1, p.as_ref())).sum();
             prop_assert_eq!(undo, b.undo_bytes);
             // Invariant 3: records only after the savepoint.
@@ -309,13 +519,31 @@ mod tests {
                 seen.extend(e.iter().map(|e| (e.cf, e.key.to_vec())));
             }
             let keys: Vec<_> = b.keys().map(|(cf, k)| (cf, k.to_vec())).collect();
-            prop_assert_eq!(seen, keys);
+            prop_assert_eq!(&seen, &keys);
+            let all: Vec<_> = model.keys().map(|k| { let (cf, k) = split(k); (cf, k.to_vec()) }).collect();
+            prop_assert_eq!(&keys, &all);
+            // An overlay of family 1 within lo..=hi: exactly the model's entries there.
+            let ov = b.overlay(1, &Bound::Included(vec![lo]), &Bound::Included(vec![hi]));
+            let in_range = model
+                .iter()
+                .filter(|(k, _)| { let (cf, k) = split(k); cf == 1 && k >= &[lo][..] && k <= &[hi][..] })
+                .count();
+            prop_assert_eq!(ov.len(), in_range);
             if let Some((m, entries, bytes)) = snapshot {
                 b.undo_to(m);
-                prop_assert_eq!(&b.entries, &entries);
-                prop_assert_eq!(b.bytes, bytes);
+                let want: Vec<(BufKey, Op)> = entries.into_iter().collect();
+                prop_assert_eq!(&visible(&b), &want);
+                prop_assert_eq!(b.bytes(), bytes);
                 prop_assert!(b.undo.is_empty() && b.undo_bytes == 0);
             }
+            // Settled, one part holds everything, and nothing is shadowed.
+            let before = visible(&b);
+            let bytes = b.bytes();
+            b.settle();
+            prop_assert!(b.recent.is_empty() || b.open > 0);
+            prop_assert_eq!(visible(&b), before);
+            prop_assert_eq!(b.bytes(), bytes);
+            prop_assert_eq!(b.bytes, bytes - b.undo_bytes);
         }
     }
 
