@@ -297,10 +297,8 @@ impl DbBuilder {
     /// LevelDB's seek compactions and Pebble's read-triggered compactions weigh reads
     /// against a compaction the same way. A queue that deletes at its head and scans from
     /// there otherwise walks every delete of up to four flushes. It runs when no level is
-    /// over its target. Default 16 (passing over an entry costs about a tenth to a
-    /// twentieth of compacting one here; at 2, a read-only run of range scans over a
-    /// freshly loaded level 0 compacted it under the scans, 0.7–0.8× their speed); 0 turns
-    /// it off. Counted in `Stats::scan_compactions`.
+    /// over its target. Default 16 (passing over an entry costs, by estimate, a tenth to a
+    /// twentieth of compacting one); 0 turns it off. Counted in `Stats::scan_compactions`.
     pub fn l0_scan_compaction_ratio(mut self, ratio: f64) -> Self {
         self.l0_scan_compaction_ratio = if ratio.is_nan() { 0.0 } else { ratio.max(0.0) };
         self

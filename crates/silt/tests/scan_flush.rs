@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use silt::{Db, Stats};
+use silt::{Db, Read, Stats, TxnOptions};
 
 mod common;
 
@@ -215,11 +215,11 @@ fn queue_in_l0(db: &Db, forward: bool) -> u64 {
 
 /// The first live key from the head (`forward`) or the tail: one step over the 500
 /// deletes and the 500 rows they hide, 1000 of level 0's 1500 entries.
-fn first_live(db: &Db, forward: bool) -> Vec<u8> {
+fn first_live(r: &impl Read, forward: bool) -> Vec<u8> {
     if forward {
-        db.iter().next().unwrap().unwrap().0
+        r.iter().next().unwrap().unwrap().0
     } else {
-        db.iter().next_back().unwrap().unwrap().0
+        r.iter().next_back().unwrap().unwrap().0
     }
 }
 
@@ -248,6 +248,66 @@ fn a_scan_over_deletes_in_level_0_compacts_it_early_in_both_directions() {
         assert_eq!(db.iter().count(), 500);
         assert_eq!(first_live(&db, forward), want);
     }
+}
+
+/// A transaction's read has its own writes as the merged cursor's first child, before
+/// the memtables: the level-0 tables' entries are still the ones counted.
+#[test]
+fn a_transaction_scan_over_deletes_in_level_0_counts_them_too() {
+    for forward in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_l0(dir.path(), 0.5);
+        queue_in_l0(&db, forward);
+        // The active memtable holds an entry too, so every kind of child is there.
+        db.put(b"z", b"unrelated").unwrap();
+        let mut t = db.begin(TxnOptions::default());
+        t.put(b"a", b"own write").unwrap();
+        let want = key(if forward { 500 } else { 499 });
+        let first = if forward {
+            t.iter().nth(1).unwrap().unwrap().0
+        } else {
+            t.iter().rev().nth(1).unwrap().unwrap().0
+        };
+        assert_eq!(first, want);
+        wait_for(&db, "the scan compaction", |s| {
+            s.scan_compactions == 1 && s.levels[0].tables == 0
+        });
+        assert_eq!(
+            first_live(&t, forward),
+            if forward {
+                b"a".to_vec()
+            } else {
+                b"z".to_vec()
+            }
+        );
+        drop(t);
+        assert_eq!(db.iter().count(), 501);
+    }
+}
+
+/// What a read returns is not passed over: scanning a level 0 of live keys, again and
+/// again in both directions, never compacts it early.
+#[test]
+fn scans_of_live_keys_never_compact_level_0_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_l0(dir.path(), 0.5);
+    for half in 0..2u32 {
+        for i in 0..1000 {
+            db.put(&key(half * 1000 + i), b"row").unwrap();
+        }
+        db.flush().unwrap();
+    }
+    for _ in 0..20 {
+        assert_eq!(db.iter().count(), 2000);
+        assert_eq!(db.iter().rev().count(), 2000);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let s = db.stats();
+    assert_eq!(
+        (s.scan_compactions, s.compactions, s.levels[0].tables),
+        (0, 0, 2),
+        "{s:?}"
+    );
 }
 
 #[test]

@@ -209,6 +209,7 @@ pub(crate) struct Counters {
     pub(crate) split_compactions: AtomicU64,
     /// Compactions run for a tombstone-heavy table (`compaction/mod.rs`).
     pub(crate) tombstone_compactions: AtomicU64,
+    /// Level-0 compactions run early for reads (`compaction::picker`, `scan_compaction`).
     pub(crate) scan_compactions: AtomicU64,
     pub(crate) scan_flushes: AtomicU64,
     pub(crate) flush_dropped_entries: AtomicU64,

@@ -113,8 +113,8 @@ pub struct Stats {
     pub split_compactions: u64,
     /// Of those, the ones run because a table was mostly deletes (`compaction/mod.rs`).
     pub tombstone_compactions: u64,
-    /// Of those, the ones of level 0 run early because a read step passed over
-    /// `DbBuilder::l0_scan_compaction_trigger` of its entries.
+    /// Of those, the ones of level 0 run early because reads passed over
+    /// `DbBuilder::l0_scan_compaction_ratio` times the entries the job would read.
     pub scan_compactions: u64,
     /// Memtables flushed before they were full because a read step passed over
     /// `DbBuilder::memtable_scan_flush_trigger` of their entries.

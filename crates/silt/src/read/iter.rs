@@ -306,13 +306,19 @@ impl Walker {
         r
     }
 
-    /// Counts the merged cursor's current entry, which the walk passes over, if it comes
-    /// from the active memtable; at the trigger, asks for that memtable to be flushed.
+    /// Counts the merged cursor's current entry, which the walk passes over (hidden or
+    /// deleted, never the entry of a pair it returns), if it comes from the active memtable
+    /// (at the trigger, asking for that memtable to be flushed) or a level-0 table.
     #[inline]
     fn count_step(&self) {
-        let Some(c) = self.m.current_child() else {
-            return;
-        };
+        if let Some(c) = self.m.current_child() {
+            self.count_child(c);
+        }
+    }
+
+    /// [`Walker::count_step`] for an entry of the merged cursor's child `c`.
+    #[inline]
+    fn count_child(&self, c: usize) {
         if let Some((child, mem)) = &self.active {
             if c == *child {
                 let n = self.stepped.get() + 1;
@@ -352,6 +358,9 @@ impl Walker {
                 2
             }
         };
+        // The cursor stands on the entry of the pair the last step returned: not passed
+        // over, so not counted.
+        let mut returned = matches!(skip, Skip::Current);
         while self.m.valid() {
             let p = parse(self.m.key())?;
             let passed = match passing {
@@ -360,10 +369,13 @@ impl Walker {
                 _ => false,
             };
             if passed || !visible(p.seqno, self.snapshot) {
-                self.count_step();
+                if !std::mem::take(&mut returned) {
+                    self.count_step();
+                }
                 self.m.next();
                 continue;
             }
+            returned = false;
             if !b.below_hi(p.user_key) {
                 return Ok(false);
             }
@@ -491,12 +503,17 @@ impl Walker {
             let mut best: Option<Kind> = None;
             let mut n = 0;
             let mut last = None;
+            // The child of the entry that is `best` so far: passed over if a newer one
+            // replaces it, or if the key yields no pair.
+            let mut best_child: Option<usize> = None;
             while self.m.valid() {
                 let p = parse(self.m.key())?;
                 if p.user_key != self.key.as_slice() {
                     break;
                 }
-                self.count_step();
+                if !visible(p.seqno, self.snapshot) || last == Some(p.seqno) {
+                    self.count_step();
+                }
                 if visible(p.seqno, self.snapshot) && last != Some(p.seqno) {
                     last = Some(p.seqno);
                     if p.kind == Kind::Merge {
@@ -507,7 +524,11 @@ impl Walker {
                         self.operands[n].extend_from_slice(self.m.value());
                         n += 1;
                     } else {
+                        if let Some(c) = best_child.take() {
+                            self.count_child(c);
+                        }
                         best = Some(p.kind);
+                        best_child = self.m.current_child();
                         n = 0;
                         self.value.clear();
                         self.value.extend_from_slice(self.m.value());
@@ -516,6 +537,12 @@ impl Walker {
                 self.m.prev();
             }
             self.error()?;
+            // A deleted key's tombstone is passed over; a value is what the step returns.
+            if let (Some(c), Some(kind)) = (best_child, best) {
+                if n == 0 && !kind.is_value() {
+                    self.count_child(c);
+                }
+            }
             if n > 0 {
                 if !b.below_hi(&self.key) {
                     continue;

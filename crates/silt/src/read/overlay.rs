@@ -41,9 +41,16 @@ impl Overlay {
         Overlay { entries }
     }
 
+    /// The entries as (user key, kind, value), in order.
     #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+    pub(crate) fn user_entries(&self) -> Vec<(Vec<u8>, Kind, Vec<u8>)> {
+        self.entries
+            .iter()
+            .map(|(k, v)| {
+                let p = key::parse(k).expect("an overlay key");
+                (p.user_key.to_vec(), p.kind, v.clone())
+            })
+            .collect()
     }
 
     pub(crate) fn is_empty(&self) -> bool {

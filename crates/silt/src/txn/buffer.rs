@@ -104,6 +104,10 @@ pub(crate) struct WriteBuffer {
     merge_at: usize,
 }
 
+/// Near the limit, `recent` is merged before an exact count if it has more entries than
+/// this (each costs a search of `run` to find what it shadows).
+const EXACT_SEARCHES: usize = 1024;
+
 /// `recent`'s smallest size to merge at: a transaction of up to this many writes never
 /// merges, and its searches stay in a map that fits in the cache.
 const MERGE_AT: usize = 32 * 1024;
@@ -181,7 +185,8 @@ impl WriteBuffer {
     /// The count and bytes of the shadowed entries of `run` (invariant 1): a search of
     /// `run` per entry of `recent`.
     fn shadowed(&self) -> (usize, u64) {
-        if self.run.is_empty() {
+        // Invariant 4: nothing is shadowed while a savepoint is open.
+        if self.run.is_empty() || self.open > 0 {
             return (0, 0);
         }
         let mut n = 0;
@@ -201,9 +206,14 @@ impl WriteBuffer {
     /// Without an open savepoint a write adds its entry and takes away at most what it
     /// replaces, so when the entry alone fits, no lookup is needed: in a large
     /// transaction that lookup is a cache miss per write, in a map of every key it wrote.
-    pub(crate) fn fits(&self, cf: u32, key: &[u8], op: &Op, limit: u64) -> Result<(), u64> {
+    /// Near the limit the count must be exact: `recent` is merged first if it is more than
+    /// small, so that finding the shadowed entries stays cheap for the writes after.
+    pub(crate) fn fits(&mut self, cf: u32, key: &[u8], op: &Op, limit: u64) -> Result<(), u64> {
         if self.open == 0 && self.bytes + self.undo_bytes + entry_bytes(key, op) <= limit {
             return Ok(());
+        }
+        if self.open == 0 && self.recent.len() > EXACT_SEARCHES {
+            self.merge();
         }
         match self.bytes_after(cf, key, op) {
             after if after > limit => Err(after),
@@ -524,11 +534,12 @@ mod tests {
             prop_assert_eq!(&keys, &all);
             // An overlay of family 1 within lo..=hi: exactly the model's entries there.
             let ov = b.overlay(1, &Bound::Included(vec![lo]), &Bound::Included(vec![hi]));
-            let in_range = model
+            let in_range: Vec<_> = model
                 .iter()
                 .filter(|(k, _)| { let (cf, k) = split(k); cf == 1 && k >= &[lo][..] && k <= &[hi][..] })
-                .count();
-            prop_assert_eq!(ov.len(), in_range);
+                .map(|(k, op)| (split(k).1.to_vec(), op.kind(), op.value().to_vec()))
+                .collect();
+            prop_assert_eq!(ov.user_entries(), in_range);
             if let Some((m, entries, bytes)) = snapshot {
                 b.undo_to(m);
                 let want: Vec<(BufKey, Op)> = entries.into_iter().collect();

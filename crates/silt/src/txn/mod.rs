@@ -21,9 +21,11 @@
 //!   it: a check can always see a write that happened after `s`.
 //! - **T2** A commit's checks cover `since..c`, `c` its own seqno: `since..r1` before it
 //!   reserves its place (phase 1, outside the reservation, after a large commit's part
-//!   records, after every writer below `r1` applied), then `r1..c` at `c` (phase 2, inside the reservation, after every writer
-//!   below `c` applied: invariant W5 of `db/mod.rs`). A failed check abandons the
-//!   reservation (a Void record): the log keeps no trace of the transaction.
+//!   records, after every writer below `r1` applied), then `r1..c` at `c` (phase 2,
+//!   inside the reservation, after every writer below `c` applied: invariant W5 of
+//!   `db/mod.rs`). A failed phase 1 holds no reservation; a failed phase 2 abandons it (a
+//!   Void record). Either way no commit record is written: the part records of a large
+//!   commit, if any, are dropped by replay, and nothing of the transaction is applied.
 //! - **T3** A committed transaction is one record (or parts and one commit record), applied
 //!   at one seqno: visible all at once, in commit order, and replayed all or nothing.
 //! - **T4** The log start never passes the first part record of a transaction whose commit
