@@ -310,6 +310,29 @@ fn scans_of_live_keys_never_compact_level_0_early() {
     );
 }
 
+/// A level 0 of deletes alone, with nothing below: the scan compaction rewrites it (and,
+/// at the bottom, drops them), where a move would have kept every delete in the reads'
+/// way.
+#[test]
+fn a_scan_compaction_of_deletes_alone_drops_them_instead_of_moving_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_l0(dir.path(), 0.5);
+    for i in 0..1000 {
+        db.delete(&key(i)).unwrap();
+    }
+    db.put(&key(5000), b"row").unwrap();
+    db.flush().unwrap();
+    assert_eq!(head(&db), key(5000));
+    let s = wait_for(&db, "the scan compaction", |s| {
+        s.scan_compactions == 1 && s.levels[0].tables == 0
+    });
+    let tables: u64 = s.levels.iter().map(|l| l.tables).sum();
+    let bytes: u64 = s.levels.iter().map(|l| l.bytes).sum();
+    assert_eq!(tables, 1, "{s:?}");
+    assert!(bytes < s.compaction_read_bytes, "{s:?}");
+    assert_eq!(db.iter().count(), 1);
+}
+
 #[test]
 fn reads_add_up_until_walking_would_cost_more_than_the_compaction() {
     let dir = tempfile::tempdir().unwrap();

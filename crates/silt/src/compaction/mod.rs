@@ -116,6 +116,8 @@ impl Job {
             || self.collect_blob.is_some()
             || self.rewrite
             || (self.for_tombstones && self.level == self.output_level)
+            // Its point is to drop what reads pass over: a move would keep it.
+            || self.for_scans
         {
             return false;
         }
