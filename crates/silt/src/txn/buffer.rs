@@ -131,35 +131,51 @@ fn undo_bytes(key: &[u8], prev: Option<&Op>) -> u64 {
     (key.len() + prev.map_or(0, |p| p.value().len()) + 64) as u64
 }
 
-/// The entries of two sorted sequences in order, `a`'s entry where both have a key.
-struct Merged<'a, A, B>
-where
-    A: Iterator<Item = (&'a BufKey, &'a Op)>,
-    B: Iterator<Item = (&'a BufKey, &'a Op)>,
-{
+/// The entries of two sorted sequences of `(key, value)` in order, `a`'s entry where both
+/// have a key; `b`'s entry it hides goes to `shadowed`.
+struct Merged<A: Iterator, B: Iterator, F> {
     a: std::iter::Peekable<A>,
     b: std::iter::Peekable<B>,
+    shadowed: F,
 }
 
-impl<'a, A, B> Iterator for Merged<'a, A, B>
+impl<A: Iterator, B: Iterator, F> Merged<A, B, F> {
+    fn new(a: A, b: B, shadowed: F) -> Self {
+        Merged {
+            a: a.peekable(),
+            b: b.peekable(),
+            shadowed,
+        }
+    }
+}
+
+impl<K: Ord, V, W, A, B, F> Iterator for Merged<A, B, F>
 where
-    A: Iterator<Item = (&'a BufKey, &'a Op)>,
-    B: Iterator<Item = (&'a BufKey, &'a Op)>,
+    A: Iterator<Item = (K, V)>,
+    B: Iterator<Item = (K, W)>,
+    F: FnMut(B::Item),
+    V: Into<W>,
 {
-    type Item = (&'a BufKey, &'a Op);
+    type Item = (K, W);
 
     fn next(&mut self) -> Option<Self::Item> {
-        match (self.a.peek(), self.b.peek()) {
-            (Some(x), Some(y)) => match x.0.cmp(y.0) {
-                std::cmp::Ordering::Less => self.a.next(),
-                std::cmp::Ordering::Greater => self.b.next(),
+        let from_a = match (self.a.peek(), self.b.peek()) {
+            (Some(x), Some(y)) => match x.0.cmp(&y.0) {
+                std::cmp::Ordering::Less => true,
+                std::cmp::Ordering::Greater => false,
                 std::cmp::Ordering::Equal => {
-                    self.b.next();
-                    self.a.next()
+                    let hidden = self.b.next().expect("peeked");
+                    (self.shadowed)(hidden);
+                    true
                 }
             },
-            (Some(_), None) => self.a.next(),
-            (None, _) => self.b.next(),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if from_a {
+            self.a.next().map(|(k, v)| (k, v.into()))
+        } else {
+            self.b.next()
         }
     }
 }
@@ -227,7 +243,7 @@ impl WriteBuffer {
     }
 
     /// What the buffer would hold (entries and undo log) after writing `op` to `key`.
-    pub(crate) fn bytes_after(&self, cf: u32, key: &[u8], op: &Op) -> u64 {
+    fn bytes_after(&self, cf: u32, key: &[u8], op: &Op) -> u64 {
         let prev = self.get(cf, key);
         let old = prev.map_or(0, |o| entry_bytes(key, o));
         let undo = if self.open > 0 {
@@ -282,26 +298,16 @@ impl WriteBuffer {
         debug_assert!(self.undo.is_empty(), "no merge while a savepoint is open");
         let recent = std::mem::take(&mut self.recent);
         let old = std::mem::take(&mut self.run);
+        let mut dropped = 0;
         let mut run = Vec::with_capacity(old.len() + recent.len());
-        let mut a = recent.into_iter().peekable();
-        let mut b = old.into_iter().peekable();
-        loop {
-            let take_a = match (a.peek(), b.peek()) {
-                (Some(x), Some(y)) => match x.0.cmp(&y.0) {
-                    std::cmp::Ordering::Less => true,
-                    std::cmp::Ordering::Greater => false,
-                    std::cmp::Ordering::Equal => {
-                        let (k, shadowed) = b.next().expect("peeked");
-                        self.bytes -= entry_bytes(split(&k).1, &shadowed);
-                        true
-                    }
-                },
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (None, None) => break,
-            };
-            run.push(if take_a { a.next() } else { b.next() }.expect("peeked"));
-        }
+        run.extend(Merged::new(
+            recent.into_iter(),
+            old.into_iter(),
+            |(k, op): (BufKey, Op)| {
+                dropped += entry_bytes(split(&k).1, &op);
+            },
+        ));
+        self.bytes -= dropped;
         self.run = run;
     }
 
@@ -380,10 +386,11 @@ impl WriteBuffer {
 
     /// Every buffered entry in key order.
     fn entries(&self) -> impl Iterator<Item = (&BufKey, &Op)> {
-        Merged {
-            a: self.recent.iter().peekable(),
-            b: self.run.iter().map(|(k, op)| (k, op)).peekable(),
-        }
+        Merged::new(
+            self.recent.iter(),
+            self.run.iter().map(|(k, op)| (k, op)),
+            |_| {},
+        )
     }
 
     /// Every buffered `(cf, key)`, in order.
@@ -427,10 +434,11 @@ impl WriteBuffer {
         };
         let run = &self.run[start..end.max(start)];
         Overlay::new(
-            Merged {
-                a: self.recent.range((lo, hi)).peekable(),
-                b: run.iter().map(|(k, op)| (k, op)).peekable(),
-            }
+            Merged::new(
+                self.recent.range((lo, hi)),
+                run.iter().map(|(k, op)| (k, op)),
+                |_| {},
+            )
             .map(|(k, op)| (split(k).1, op.kind(), op.value())),
         )
     }
