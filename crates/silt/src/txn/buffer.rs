@@ -291,24 +291,43 @@ impl WriteBuffer {
     }
 
     /// Merges `recent` into `run`, dropping the entries it shadowed (invariant 1).
+    ///
+    /// In place, from the back: `run` grows by `recent`'s length (a large vector's
+    /// reallocation remaps its pages, where a new vector per merge faulted every page in
+    /// afresh: measured as the sweep's system time) and is filled from its end, each old
+    /// entry moving once. Slots `run[r..w]` are holes throughout: the old entries not yet
+    /// placed are `run[..r]`, the final ones `run[w..]`.
     fn merge(&mut self) {
         if self.recent.is_empty() {
             return;
         }
         debug_assert!(self.undo.is_empty(), "no merge while a savepoint is open");
         let recent = std::mem::take(&mut self.recent);
-        let old = std::mem::take(&mut self.run);
-        let mut dropped = 0;
-        let mut run = Vec::with_capacity(old.len() + recent.len());
-        run.extend(Merged::new(
-            recent.into_iter(),
-            old.into_iter(),
-            |(k, op): (BufKey, Op)| {
-                dropped += entry_bytes(split(&k).1, &op);
-            },
-        ));
-        self.bytes -= dropped;
-        self.run = run;
+        let hole = || (BufKey::new(), Op::Delete);
+        let old_len = self.run.len();
+        self.run.resize_with(old_len + recent.len(), hole);
+        let run = &mut self.run;
+        let (mut r, mut w) = (old_len, run.len());
+        for (k, op) in recent.into_iter().rev() {
+            while r > 0 && run[r - 1].0 > k {
+                r -= 1;
+                w -= 1;
+                run.swap(r, w);
+            }
+            if r > 0 && run[r - 1].0 == k {
+                r -= 1;
+                let (old_k, old_op) = std::mem::replace(&mut run[r], hole());
+                self.bytes -= entry_bytes(split(&old_k).1, &old_op);
+            }
+            w -= 1;
+            run[w] = (k, op);
+        }
+        // One hole per shadowed entry dropped is left between the old entries that stayed
+        // where they were and the rest.
+        if w > r {
+            run.drain(r..w);
+        }
+        debug_assert!(run.windows(2).all(|p| p[0].0 < p[1].0), "invariant 4");
     }
 
     /// Opens a savepoint: returns its mark (the undo log's length). The first one merges
