@@ -185,6 +185,9 @@ impl File for DelayFile {
     fn release_mapping(&self) {
         self.inner.release_mapping()
     }
+    fn release_mapped_range(&self, offset: u64, len: u64) {
+        self.inner.release_mapped_range(offset, len)
+    }
 }
 
 #[cfg(test)]

@@ -160,4 +160,9 @@ pub trait File: Send + Sync + std::fmt::Debug {
     /// made, so the file's pages stop counting in the process's resident memory. Writes
     /// already made stay in the OS; a later `write_mapped` maps the file again. Default: no-op.
     fn release_mapping(&self) {}
+    /// A hint that `offset..offset + len` of the mapping [`File::write_mapped`] made will not
+    /// be written again: its pages leave the process's resident memory (`madvise`
+    /// `MADV_DONTNEED`; the bytes stay in the page cache and the file, and a later write
+    /// there maps the page again). `offset` is a multiple of the page size. Default: no-op.
+    fn release_mapped_range(&self, _offset: u64, _len: u64) {}
 }

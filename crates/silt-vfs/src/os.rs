@@ -282,6 +282,29 @@ impl File for OsFile {
         // Waits for copies in progress (they hold the read lock).
         *self.map.write() = None;
     }
+
+    fn release_mapped_range(&self, offset: u64, len: u64) {
+        let map = self.map.read();
+        let Some(m) = map.as_ref() else { return };
+        let end = offset.saturating_add(len).min(m.len() as u64);
+        if offset >= end {
+            return;
+        }
+        // SAFETY: MADV_DONTNEED on a shared file mapping drops page-table entries only: the
+        // pages (and what was stored in them, dirty or not) stay in the page cache, and any
+        // later access, a straggling copy included, maps the same page again. Nothing in this
+        // process holds a Rust reference into the mapping (`copy_into` writes through raw
+        // pointers), and the read lock keeps the mapping itself alive meanwhile.
+        let r = unsafe {
+            m.unchecked_advise_range(
+                memmap2::UncheckedAdvice::DontNeed,
+                offset as usize,
+                (end - offset) as usize,
+            )
+        };
+        // A hint: if the kernel refuses it, the pages simply stay resident.
+        debug_assert!(r.is_ok(), "madvise(MADV_DONTNEED): {r:?}");
+    }
 }
 
 #[cfg(test)]

@@ -64,6 +64,10 @@ const MAPPED_BATCH_MIN: u64 = 64;
 /// mapping (see `Inner::via`).
 const PWRITE_MIN_BYTES: usize = 64 << 10;
 
+/// The mapped pages of the segment being written are released in steps of this many
+/// bytes, a step behind the newest record (see `Inner::release_behind`).
+const RELEASE_STEP: u64 = 4 << 20;
+
 /// While gathering a sync batch, wait at most this fraction of one `fdatasync`...
 const GATHER_FRACTION: u64 = 8;
 /// ...and never longer than this.
@@ -82,6 +86,9 @@ pub(crate) struct Inner {
     reserved: AtomicU64,
     /// The highest segment id the background preparer was asked for.
     prepared_up_to: AtomicU64,
+    /// The log position below which the current segment's mapped pages were released
+    /// (`Inner::release_behind`).
+    released_to: AtomicU64,
     pub(crate) ring: FillRing,
     pub(crate) stream: SyncStream,
     poisoned: AtomicBool,
@@ -120,6 +127,7 @@ impl Inner {
             segments: Arc::new(segments),
             reserved: AtomicU64::new(tail),
             prepared_up_to: AtomicU64::new(tail / seg_bytes),
+            released_to: AtomicU64::new(tail - tail % seg_bytes),
             ring: FillRing::new(tail),
             stream: SyncStream::new(tail),
             poisoned: AtomicBool::new(false),
@@ -388,6 +396,7 @@ impl Inner {
         let seg = start / s;
         let file = self.segments.get(seg)?;
         self.prepare_next_if_due(start);
+        self.release_behind(start, &*file);
         let header = RecordHeader::data(payload, start, s, durable);
         via.write(&*file, &[&header, payload], start % s)
             .map_err(|e| Error::io("write", Some(self.segments.path(seg)), e))
@@ -409,6 +418,30 @@ impl Inner {
     /// first quarter of `current` asks for `current + 1` again.
     pub(crate) fn forget_prepared(&self, current: u64) {
         self.prepared_up_to.fetch_min(current, SeqCst);
+    }
+
+    /// Releases the pages of `file` (the segment holding `start`) that lie whole steps
+    /// behind the step `start` is in: records are written in log order, so nothing writes
+    /// there again, and without this a segment written through the mapping (small
+    /// records) held up to its whole 64 MiB, plus a quarter of the next, in the process's
+    /// resident memory. One writer at a time releases (whoever moves `released_to`); a
+    /// straggler still copying into a released page maps it again, so this is a hint,
+    /// never a hazard (`File::release_mapped_range`).
+    pub(crate) fn release_behind(&self, start: u64, file: &dyn silt_vfs::File) {
+        let s = self.seg_bytes;
+        let seg_start = start - start % s;
+        let upto = seg_start + (start % s / RELEASE_STEP).saturating_sub(1) * RELEASE_STEP;
+        let prev = self.released_to.load(SeqCst);
+        let from = prev.max(seg_start);
+        if upto <= from
+            || self
+                .released_to
+                .compare_exchange(prev, upto, SeqCst, SeqCst)
+                .is_err()
+        {
+            return;
+        }
+        file.release_mapped_range(from - seg_start, upto - from);
     }
 
     pub(crate) fn prepare_next_if_due(&self, start: u64) {
