@@ -268,6 +268,12 @@ impl DbBuilder {
     }
 
     /// Frozen memtables allowed to wait for flush before writes stall. Default 2.
+    ///
+    /// Memory: each may hold up to [`DbBuilder::memtable_bytes`], so memtables take up to
+    /// `memtable_bytes * (1 + n)` at the peak (192 MiB at the defaults). 1 is RocksDB's
+    /// default budget (`max_write_buffer_number` 2): about 100 MiB less at the peak of a
+    /// load that outruns its flushes, at the cost of earlier stalls (BENCHMARKS.md, issue
+    /// 12, "peak RSS").
     pub fn immutable_memtables_max(mut self, n: usize) -> Self {
         self.immutable_memtables_max = n.max(1);
         self
