@@ -163,6 +163,7 @@ pub trait File: Send + Sync + std::fmt::Debug {
     /// A hint that `offset..offset + len` of the mapping [`File::write_mapped`] made will not
     /// be written again: its pages leave the process's resident memory (`madvise`
     /// `MADV_DONTNEED`; the bytes stay in the page cache and the file, and a later write
-    /// there maps the page again). `offset` is a multiple of the page size. Default: no-op.
+    /// there maps the page again, as on Linux). `offset` is a multiple of the page size.
+    /// Default: no-op.
     fn release_mapped_range(&self, _offset: u64, _len: u64) {}
 }

@@ -250,6 +250,8 @@ fn large_records_are_written_with_pwrite_small_ones_through_the_mapping() {
 #[cfg(target_os = "linux")]
 fn mapped_rss_under(dir: &std::path::Path) -> u64 {
     let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    // smaps names the resolved path.
+    let dir = dir.canonicalize().unwrap();
     let dir = dir.to_str().unwrap();
     let mut inside = false;
     let mut kib = 0;
@@ -277,7 +279,7 @@ fn pages_written_through_the_mapping_leave_resident_memory_a_step_behind_and_kee
     let dir = tempfile::tempdir().unwrap();
     let wal = Wal::open(dir.path(), Options::default().sync(SyncMode::None)).unwrap();
     assert_eq!(wal.segment_bytes(), 64 << 20);
-    let n = 120_000usize; // about 25 MiB of 200-byte records: one segment
+    let n = 120_000usize; // 240 bytes a record with its header: about 27.5 MiB, one segment
     let payload = |i: usize| {
         let mut p = vec![(i % 251) as u8; 200];
         p[..8].copy_from_slice(&(i as u64).to_le_bytes());
@@ -287,10 +289,13 @@ fn pages_written_through_the_mapping_leave_resident_memory_a_step_behind_and_kee
         wal.append(&payload(i)).unwrap();
     }
     let rss = mapped_rss_under(dir.path());
+    // At most the step being written and the one behind it (8 MiB), with room for the
+    // page cache's larger folios; at least the newest record's page, or the test did not
+    // find the mapping at all.
     assert!(
-        rss <= 9 << 20,
-        "{} MiB of the log's mapping resident after writing ~25 MiB",
-        rss >> 20
+        (4 << 10..=10 << 20).contains(&rss),
+        "{} KiB of the log's mapping resident after writing ~27.5 MiB",
+        rss >> 10
     );
     let check = |wal: &Wal| {
         let mut i = 0;

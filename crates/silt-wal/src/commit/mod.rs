@@ -347,6 +347,8 @@ impl Inner {
         if self.ring.publish(cur, end) {
             self.on_filled();
         }
+        // After publishing, so no later committer waits on the `madvise`.
+        self.release_behind(start, end);
         Ok((start, end))
     }
 
@@ -396,7 +398,6 @@ impl Inner {
         let seg = start / s;
         let file = self.segments.get(seg)?;
         self.prepare_next_if_due(start);
-        self.release_behind(start, &*file);
         let header = RecordHeader::data(payload, start, s, durable);
         via.write(&*file, &[&header, payload], start % s)
             .map_err(|e| Error::io("write", Some(self.segments.path(seg)), e))
@@ -420,17 +421,26 @@ impl Inner {
         self.prepared_up_to.fetch_min(current, SeqCst);
     }
 
-    /// Releases the pages of `file` (the segment holding `start`) that lie whole steps
-    /// behind the step `start` is in: records are written in log order, so nothing writes
-    /// there again, and without this a segment written through the mapping (small
-    /// records) held up to its whole 64 MiB, plus a quarter of the next, in the process's
-    /// resident memory. One writer at a time releases (whoever moves `released_to`); a
-    /// straggler still copying into a released page maps it again, so this is a hint,
-    /// never a hazard (`File::release_mapped_range`).
-    pub(crate) fn release_behind(&self, start: u64, file: &dyn silt_vfs::File) {
+    /// After the record `start..end` was written: if it crossed a `RELEASE_STEP` boundary
+    /// of its segment, releases the segment's mapped pages that lie whole steps behind the
+    /// step before the one it ends in. Records are written in log order, so those pages are written
+    /// again only by a straggler (a reservation held across a transaction's checks, say);
+    /// without this a segment written through the mapping (small records) held up to its
+    /// whole 64 MiB, plus a quarter of the next, in the process's resident memory. Only
+    /// the record crossing a boundary looks at `released_to`, and one writer at a time
+    /// releases (whoever moves it); a missed step is released with the next.
+    ///
+    /// A hint, never a hazard, on Linux: on a shared file mapping `MADV_DONTNEED` drops
+    /// page-table entries only, and a straggler's store maps the same page-cache page
+    /// again (that page then stays resident until the whole mapping is dropped).
+    fn release_behind(&self, start: u64, end: u64) {
         let s = self.seg_bytes;
         let seg_start = start - start % s;
-        let upto = seg_start + (start % s / RELEASE_STEP).saturating_sub(1) * RELEASE_STEP;
+        if (start - seg_start) / RELEASE_STEP == (end - 1 - seg_start) / RELEASE_STEP {
+            return;
+        }
+        // The step the record ends in and the one before it stay mapped.
+        let upto = seg_start + ((end - seg_start) / RELEASE_STEP).saturating_sub(1) * RELEASE_STEP;
         let prev = self.released_to.load(SeqCst);
         let from = prev.max(seg_start);
         if upto <= from
@@ -441,7 +451,9 @@ impl Inner {
         {
             return;
         }
-        file.release_mapped_range(from - seg_start, upto - from);
+        if let Some(file) = self.segments.existing(start / s) {
+            file.release_mapped_range(from - seg_start, upto - from);
+        }
     }
 
     pub(crate) fn prepare_next_if_due(&self, start: u64) {
