@@ -132,31 +132,27 @@ fn undo_bytes(key: &[u8], prev: Option<&Op>) -> u64 {
 }
 
 /// The entries of two sorted sequences of `(key, value)` in order, `a`'s entry where both
-/// have a key; `b`'s entry it hides goes to `shadowed`.
-struct Merged<A: Iterator, B: Iterator, F> {
+/// have a key (`b`'s, which it shadows, is skipped).
+struct Merged<A: Iterator, B: Iterator> {
     a: std::iter::Peekable<A>,
     b: std::iter::Peekable<B>,
-    shadowed: F,
 }
 
-impl<A: Iterator, B: Iterator, F> Merged<A, B, F> {
-    fn new(a: A, b: B, shadowed: F) -> Self {
+impl<A: Iterator, B: Iterator> Merged<A, B> {
+    fn new(a: A, b: B) -> Self {
         Merged {
             a: a.peekable(),
             b: b.peekable(),
-            shadowed,
         }
     }
 }
 
-impl<K: Ord, V, W, A, B, F> Iterator for Merged<A, B, F>
+impl<K: Ord, V, A, B> Iterator for Merged<A, B>
 where
     A: Iterator<Item = (K, V)>,
-    B: Iterator<Item = (K, W)>,
-    F: FnMut(B::Item),
-    V: Into<W>,
+    B: Iterator<Item = (K, V)>,
 {
-    type Item = (K, W);
+    type Item = (K, V);
 
     fn next(&mut self) -> Option<Self::Item> {
         let from_a = match (self.a.peek(), self.b.peek()) {
@@ -164,8 +160,7 @@ where
                 std::cmp::Ordering::Less => true,
                 std::cmp::Ordering::Greater => false,
                 std::cmp::Ordering::Equal => {
-                    let hidden = self.b.next().expect("peeked");
-                    (self.shadowed)(hidden);
+                    self.b.next();
                     true
                 }
             },
@@ -173,7 +168,7 @@ where
             (None, _) => false,
         };
         if from_a {
-            self.a.next().map(|(k, v)| (k, v.into()))
+            self.a.next()
         } else {
             self.b.next()
         }
@@ -333,9 +328,7 @@ impl WriteBuffer {
     /// Opens a savepoint: returns its mark (the undo log's length). The first one merges
     /// `recent` into `run`, so nothing is shadowed while it is open (invariant 4).
     pub(crate) fn mark(&mut self) -> usize {
-        if self.open == 0 {
-            self.merge();
-        }
+        self.settle();
         self.open += 1;
         self.undo.len()
     }
@@ -405,11 +398,7 @@ impl WriteBuffer {
 
     /// Every buffered entry in key order.
     fn entries(&self) -> impl Iterator<Item = (&BufKey, &Op)> {
-        Merged::new(
-            self.recent.iter(),
-            self.run.iter().map(|(k, op)| (k, op)),
-            |_| {},
-        )
+        Merged::new(self.recent.iter(), self.run.iter().map(|(k, op)| (k, op)))
     }
 
     /// Every buffered `(cf, key)`, in order.
@@ -456,7 +445,6 @@ impl WriteBuffer {
             Merged::new(
                 self.recent.range((lo, hi)),
                 run.iter().map(|(k, op)| (k, op)),
-                |_| {},
             )
             .map(|(k, op)| (split(k).1, op.kind(), op.value())),
         )
