@@ -125,7 +125,19 @@ impl File for SimFile {
             Err(e) => {
                 // The kernel drops dirty pages after a failed writeback.
                 inode.live = inode.durable.clone();
+                let dropped = inode.unsynced.len() as u64;
                 inode.unsynced.clear();
+                if dropped > 0 {
+                    let names: Vec<PathBuf> = st
+                        .live
+                        .iter()
+                        .filter(|(_, &i)| i == self.ino)
+                        .map(|(p, _)| p.clone())
+                        .collect();
+                    for name in names {
+                        *st.dropped_by_failed_syncs.entry(name).or_default() += dropped;
+                    }
+                }
                 Err(e)
             }
             Ok(()) => {

@@ -221,6 +221,9 @@ struct State {
     counts: [u64; 4],
     /// Calls of `write_mapped` (counted as `FailOp::Write` too).
     mapped_writes: u64,
+    /// Unsynced operations discarded by failed `sync_data` calls, by the file's name then
+    /// (every live name; a file with none is not counted: nothing can read it again).
+    dropped_by_failed_syncs: BTreeMap<PathBuf, u64>,
     /// Paths locked by a live [`FileSystem::lock`] guard. A crash image starts with none:
     /// a power loss ends every process.
     locks: BTreeSet<PathBuf>,
@@ -497,6 +500,13 @@ impl SimFs {
     /// caller's bytes would reach a real file, through a mapping or a system call.
     pub fn mapped_write_count(&self) -> u64 {
         self.state.lock().mapped_writes
+    }
+
+    /// Unsynced operations (writes and `set_len`s) that failed `sync_data` calls discarded,
+    /// by the name the file had then: what a checker may excuse as lost to a failed
+    /// `fdatasync` even where the engine reported an earlier error instead.
+    pub fn dropped_by_failed_syncs(&self) -> BTreeMap<PathBuf, u64> {
+        self.state.lock().dropped_by_failed_syncs.clone()
     }
 
     /// Bytes written but not yet synced, over all files (open removed files included);

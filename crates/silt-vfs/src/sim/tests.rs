@@ -784,6 +784,42 @@ fn counters_count_successful_and_failed_calls() {
     assert_eq!(fs.op_count(FailOp::Any), 8);
 }
 
+#[test]
+fn failed_syncs_count_the_unsynced_operations_they_drop() {
+    let fs = fs_with_dir();
+    let f = fs.create(&p("/d/a")).unwrap();
+    f.write_at(&[b"ab"], 0).unwrap();
+    f.sync_data().unwrap();
+    assert!(fs.dropped_by_failed_syncs().is_empty());
+    // A failed sync with nothing unsynced drops nothing.
+    fs.fail_nth(FailOp::Sync, 1, false);
+    assert!(f.sync_data().is_err());
+    assert!(fs.dropped_by_failed_syncs().is_empty());
+    f.set_len(8).unwrap();
+    f.write_at(&[b"c"], 2).unwrap();
+    f.write_mapped(&[b"d"], 3).unwrap();
+    fs.fail_nth(FailOp::Sync, 1, false);
+    assert!(f.sync_data().is_err());
+    let by_name = BTreeMap::from([(p("/d/a"), 3)]);
+    assert_eq!(fs.dropped_by_failed_syncs(), by_name);
+    // What was dropped is gone from the live image too; later syncs add nothing.
+    assert_eq!(f.len().unwrap(), 2);
+    f.sync_data().unwrap();
+    assert_eq!(fs.dropped_by_failed_syncs(), by_name);
+    // Counted under the name the file had when the sync failed.
+    fs.rename(&p("/d/a"), &p("/d/b")).unwrap();
+    f.write_at(&[b"e"], 0).unwrap();
+    fs.fail_nth(FailOp::Sync, 1, false);
+    assert!(f.sync_data().is_err());
+    let by_name = BTreeMap::from([(p("/d/a"), 3), (p("/d/b"), 1)]);
+    assert_eq!(fs.dropped_by_failed_syncs(), by_name);
+    // A crash image starts with none.
+    assert!(fs
+        .crash(CrashMode::KeepAll, 1)
+        .dropped_by_failed_syncs()
+        .is_empty());
+}
+
 // ---- misc ----------------------------------------------------------------------------
 
 #[test]
