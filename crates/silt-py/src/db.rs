@@ -66,7 +66,7 @@ use crate::view::{SnapshotState, Target, View};
 ///   compression="none" ("lz4", "zstd", "zstd:LEVEL"), level_size_ratio=10,
 ///   level_base_bytes=256 MiB, table_target_bytes=64 MiB, l0_compaction_trigger=4,
 ///   l0_stall_tables=20, l0_slowdown_tables=12, background_threads=2,
-///   wal_segment_bytes=64 MiB,
+///   wal_segment_bytes=a quarter of memtable_bytes (17 to 64 MiB; 17 MiB at the defaults),
 ///   blob_threshold_bytes=1024 (None keeps every value in the tables),
 ///   blob_gc_garbage_ratio=0.5.
 ///   stats_dump_period=10.0  seconds between writes of the STATS file that `silt stats`

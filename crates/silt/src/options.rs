@@ -51,7 +51,8 @@ pub struct DbBuilder {
     pub(crate) l0_slowdown_tables: usize,
     pub(crate) background_threads: usize,
     pub(crate) subcompactions: usize,
-    pub(crate) wal_segment_bytes: u64,
+    /// `None`: derived from `memtable_bytes` ([`DbBuilder::log_segment_bytes`]).
+    pub(crate) wal_segment_bytes: Option<u64>,
     pub(crate) create_if_missing: bool,
     pub(crate) paranoid_checks: bool,
     /// `None` until set: then 10 s on the operating system's file system and off on one
@@ -95,7 +96,7 @@ impl DbBuilder {
             l0_slowdown_tables: 12,
             background_threads: 2,
             subcompactions: 2,
-            wal_segment_bytes: 64 << 20,
+            wal_segment_bytes: None,
             create_if_missing: true,
             paranoid_checks: true,
             stats_dump_period: None,
@@ -419,10 +420,35 @@ impl DbBuilder {
         self
     }
 
-    /// Size of a log segment file. Default 64 MiB.
+    /// Size of a log segment file (a multiple of 4096, at least 64 KiB). Default: a quarter
+    /// of [`DbBuilder::memtable_bytes`] rounded up to whole MiB, at least 17 MiB and at most
+    /// 64 MiB (17 MiB at the defaults).
+    ///
+    /// Space: segments are files of their full size from the start, and the log holds the
+    /// segments of the memtables not yet flushed, the one being filled, the next one
+    /// (prepared ahead) and up to two purged ones kept for reuse; so the log takes about
+    /// `memtable_bytes * (1 + immutable_memtables_max)` of records at its peak plus four
+    /// segments. Smaller segments make a small database smaller on disk (BENCHMARKS.md,
+    /// issue 12, "space"), larger ones rotate less often. A record never spans segments:
+    /// below 17 MiB, a key and value near the largest allowed ([`crate::MAX_VALUE_BYTES`])
+    /// are refused with `InvalidArgument`. Applies to a new log only: an existing log keeps
+    /// the size its segments were made with.
     pub fn wal_segment_bytes(mut self, bytes: u64) -> Self {
-        self.wal_segment_bytes = bytes;
+        self.wal_segment_bytes = Some(bytes);
         self
+    }
+
+    /// The log segment size in effect: [`DbBuilder::wal_segment_bytes`] if set, else the
+    /// default derived from `memtable_bytes`.
+    pub(crate) fn log_segment_bytes(&self) -> u64 {
+        // One record must hold the largest key and value with their headers.
+        let floor = (crate::key::MAX_KEY_BYTES + crate::batch::MAX_VALUE_BYTES + (64 << 10))
+            .next_multiple_of(1 << 20) as u64;
+        self.wal_segment_bytes.unwrap_or_else(|| {
+            (self.memtable_bytes / 4)
+                .next_multiple_of(1 << 20)
+                .clamp(floor, 64 << 20)
+        })
     }
 
     /// Whether `open` creates a missing database. Default true.

@@ -109,3 +109,55 @@ fn a_batch_larger_than_a_log_record_is_written_in_parts() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+/// The log's segment size: a quarter of the memtable by default, never below what one
+/// record of the largest key and value needs (17 MiB), never above 64 MiB; an explicit
+/// size wins; an existing log keeps its size whatever the options say at reopen.
+#[test]
+fn log_segments_are_sized_to_the_memtable_unless_set() {
+    fn segment_len(dir: &std::path::Path) -> u64 {
+        let wal = dir.join("wal");
+        let mut lens: Vec<u64> = std::fs::read_dir(&wal)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .collect();
+        lens.dedup();
+        assert_eq!(lens.len(), 1, "segments of one size: {lens:?}");
+        lens[0]
+    }
+    let cases: [(Option<u64>, Option<u64>, u64); 4] = [
+        (None, None, 17 << 20), // 64 MiB memtable: a quarter is 16, below the floor
+        (Some(128 << 20), None, 32 << 20), // a quarter
+        (Some(1 << 20), None, 17 << 20), // the floor
+        (Some(128 << 20), Some(1 << 20), 1 << 20), // set: as set
+    ];
+    for (memtable, segment, want) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = Db::builder(dir.path());
+        if let Some(m) = memtable {
+            b = b.memtable_bytes(m);
+        }
+        if let Some(s) = segment {
+            b = b.wal_segment_bytes(s);
+        }
+        let db = b.open().unwrap();
+        db.put(b"k", b"v").unwrap();
+        db.close().unwrap();
+        assert_eq!(
+            segment_len(dir.path()),
+            want,
+            "memtable {memtable:?}, set {segment:?}"
+        );
+        // Reopened with options that would derive another size: the log keeps its own.
+        let db = Db::builder(dir.path())
+            .memtable_bytes(200 << 20)
+            .open()
+            .unwrap();
+        assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+        db.put(b"k2", b"v2").unwrap();
+        db.close().unwrap();
+        assert_eq!(segment_len(dir.path()), want);
+    }
+}

@@ -97,7 +97,7 @@ impl Db {
             &wal_dir,
             silt_wal::Options::default()
                 .sync(opts.sync)
-                .segment_bytes(opts.wal_segment_bytes)
+                .segment_bytes(opts.log_segment_bytes())
                 // A new segment (none purged to reuse: a load whose segments became log
                 // blobs) is allocated, not zero-filled, unless most commits are synced:
                 // zeros would write a linked value's bytes a second time (`wal.md`).

@@ -117,7 +117,7 @@ impl Db {
             &wal_dir,
             silt_wal::Options::default()
                 .sync(silt_wal::SyncMode::None)
-                .segment_bytes(opts.wal_segment_bytes)
+                .segment_bytes(opts.log_segment_bytes())
                 .required_from(log_start)
                 .fs(fs.clone()),
         )?;

@@ -180,7 +180,7 @@ pub(crate) fn repair_with(opts: DbBuilder) -> Result<RepairReport> {
     let wal = Wal::open_read_only(
         &wal_dir,
         silt_wal::Options::default()
-            .segment_bytes(opts.wal_segment_bytes)
+            .segment_bytes(opts.log_segment_bytes())
             .fs(fs.clone()),
     )?;
     if let Some(d) = &wal.recovery().cut {
