@@ -40,7 +40,7 @@ use super::prefetch;
 pub(crate) const MAX_HEIGHT: usize = 12;
 
 /// Size of the arena's chunks. Nodes larger than a quarter of it get a chunk of their own.
-const CHUNK_BYTES: usize = 1 << 20;
+const CHUNK_BYTES: usize = 2 << 20;
 
 /// Bytes of a node before its tower: key length, value length, height (u32 each) and
 /// padding to 8.
@@ -103,6 +103,12 @@ impl Node {
 /// this list existed): freeing a million small allocations when a flushed memtable was
 /// dropped made glibc consolidate its fastbins under the arena lock writers need — 50–130 ms
 /// put stalls after every flush (BENCHMARKS.md).
+///
+/// Chunks are anonymous memory mappings of their own, not `malloc`'s: a dropped memtable's
+/// chunks go back to the kernel at once (`munmap`). From `malloc`, 1 MiB blocks come from
+/// its heaps once its dynamic mmap threshold has risen past them (it rises on the first
+/// free of a mapped block), and a heap keeps freed memory resident for the next memtable
+/// and everything else (BENCHMARKS.md, issue 12, "peak RSS").
 #[derive(Default)]
 struct Arena {
     chunks: Mutex<Chunks>,
@@ -110,11 +116,47 @@ struct Arena {
 
 #[derive(Default)]
 struct Chunks {
-    /// The chunk being filled and the words of it used; its buffer never moves.
-    current: Box<[u64]>,
+    /// The chunk being filled (`None` before the first allocation) and the words of it
+    /// used; its memory never moves.
+    current: Option<Chunk>,
     used: usize,
     /// Full chunks and oversized nodes, kept until the arena is dropped.
-    done: Vec<Box<[u64]>>,
+    done: Vec<Chunk>,
+}
+
+/// Zeroed, page-aligned memory of its own mapping, unmapped on drop.
+struct Chunk {
+    map: memmap2::MmapMut,
+}
+
+impl Chunk {
+    /// A chunk of `words` 8-byte words. Out of memory is handled as the global allocator's
+    /// failure is (`handle_alloc_error`: the process aborts).
+    fn new(words: usize) -> Chunk {
+        let bytes = words.max(1) * 8;
+        match memmap2::MmapMut::map_anon(bytes) {
+            Ok(map) => {
+                if bytes == CHUNK_BYTES {
+                    // One transparent huge page per chunk where the kernel allows it: one
+                    // fault instead of 512, and a 64 MiB memtable in 32 TLB entries. A
+                    // hint: refused or unavailable, the chunk is plain pages.
+                    let _ = map.advise(memmap2::Advice::HugePage);
+                }
+                Chunk { map }
+            }
+            Err(_) => std::alloc::handle_alloc_error(
+                std::alloc::Layout::from_size_align(bytes, 8).expect("a chunk's layout"),
+            ),
+        }
+    }
+
+    fn words(&self) -> usize {
+        self.map.len() / 8
+    }
+
+    fn base(&mut self) -> *mut u8 {
+        self.map.as_mut_ptr()
+    }
 }
 
 impl Arena {
@@ -123,26 +165,25 @@ impl Arena {
         let words = bytes.div_ceil(8);
         let mut c = self.chunks.lock();
         if words > CHUNK_BYTES / 8 / 4 {
-            let mut b = vec![0u64; words].into_boxed_slice();
-            let p = b.as_mut_ptr() as *mut u8;
-            c.done.push(b);
+            let mut own = Chunk::new(words);
+            let p = own.base();
+            c.done.push(own);
             return p;
         }
-        if c.current.len() - c.used < words {
-            let full = std::mem::replace(
-                &mut c.current,
-                vec![0u64; CHUNK_BYTES / 8].into_boxed_slice(),
-            );
-            if !full.is_empty() {
+        let room = c.current.as_ref().map_or(0, |k| k.words() - c.used);
+        if room < words {
+            if let Some(full) = c.current.replace(Chunk::new(CHUNK_BYTES / 8)) {
                 c.done.push(full);
             }
             c.used = 0;
         }
         let at = c.used;
         c.used += words;
-        // SAFETY: `at + words <= current.len()`; the box's heap buffer does not move when
-        // the box itself is moved into `done`.
-        unsafe { c.current.as_mut_ptr().add(at) as *mut u8 }
+        let current = c.current.as_mut().expect("a chunk was just made");
+        debug_assert!(at + words <= current.words());
+        // SAFETY: `at + words <= current.words()`; a mapping does not move when the
+        // `Chunk` holding it is moved into `done`.
+        unsafe { current.base().add(at * 8) }
     }
 }
 
@@ -490,6 +531,46 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::BTreeSet;
     use std::sync::Arc;
+
+    /// Every allocation is zeroed, 8-aligned and its own: sizes that fill chunks unevenly,
+    /// cross into new chunks and take oversized mappings of their own, each filled with its
+    /// own byte, all intact at the end.
+    #[test]
+    fn arena_allocations_are_zeroed_aligned_and_disjoint() {
+        let arena = Arena::default();
+        let sizes = [
+            1,
+            8,
+            13,
+            4096,
+            100_000,
+            CHUNK_BYTES / 4 + 8,
+            7,
+            CHUNK_BYTES - 16,
+            64,
+        ];
+        let mut held: Vec<(*mut u8, usize, u8)> = Vec::new();
+        for round in 0..6 {
+            for (i, &n) in sizes.iter().enumerate() {
+                let p = arena.alloc(n);
+                assert_eq!(p as usize % 8, 0, "8-aligned");
+                // SAFETY: `alloc` returned `n` bytes valid until `arena` is dropped.
+                let bytes = unsafe { std::slice::from_raw_parts_mut(p, n) };
+                assert!(bytes.iter().all(|&b| b == 0), "zeroed");
+                let tag = (round * sizes.len() + i) as u8 | 1;
+                bytes.fill(tag);
+                held.push((p, n, tag));
+            }
+        }
+        for &(p, n, tag) in &held {
+            // SAFETY: as above; `arena` is still alive.
+            let bytes = unsafe { std::slice::from_raw_parts(p, n) };
+            assert!(
+                bytes.iter().all(|&b| b == tag),
+                "an allocation was overwritten"
+            );
+        }
+    }
 
     /// Plain byte order.
     struct Bytes;
