@@ -636,21 +636,24 @@ pub fn io_errors(seed: u64, keys: u32, ops: u64, max_n: u64) -> Summary {
                     // A process crash after the failure: everything that reached the OS
                     // survives, except what a failed fdatasync dropped (the kernel drops
                     // dirty pages after a failed writeback); the faults are gone.
-                    // The engine reports its first error only: a sync that failed beside
-                    // it (a flush syncing the log while a write fails, say) is known to the
-                    // file system alone.
-                    let sync_failed = fs
-                        .dropped_by_failed_syncs()
-                        .keys()
-                        .any(|p| p.starts_with("/db/wal"))
-                        || [error.as_deref(), background.as_deref(), closed.as_deref()]
-                            .into_iter()
-                            .flatten()
-                            .any(|e| {
-                                e.contains("fdatasync")
-                                    || e.contains("fsync")
-                                    || e.contains("sync directory")
-                            });
+                    // What excuses losing acknowledged, unsynced writes: the engine reported
+                    // a failure (so it noticed), and a sync that dropped pages of a log
+                    // segment failed, or a sync of the log's directory did (a segment's name
+                    // then may not survive). The engine reports its first error only: a
+                    // sync that failed beside it (a flush syncing the log while a write
+                    // fails, say) is known to the file system alone. A failed sync of a
+                    // table, the manifest or a segment still being prepared excuses nothing:
+                    // the log still holds those writes.
+                    let reported = [error.as_deref(), background.as_deref(), closed.as_deref()];
+                    let log_dropped = fs.dropped_by_failed_syncs().keys().any(|p| {
+                        p.starts_with("/db/wal") && p.extension().is_some_and(|e| e == "wal")
+                    });
+                    let log_dir_sync_failed = reported
+                        .into_iter()
+                        .flatten()
+                        .any(|e| e.contains("fsync directory on /db/wal "));
+                    let sync_failed = reported.iter().any(Option::is_some)
+                        && (log_dropped || log_dir_sync_failed);
                     let image = fs.crash(CrashMode::KeepAll, n);
                     let dynfs: Arc<dyn FileSystem> = image.clone();
                     match options(Db::builder("/db").file_system(dynfs), SyncMode::None).open() {
