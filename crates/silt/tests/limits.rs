@@ -123,6 +123,7 @@ fn log_segments_are_sized_to_the_memtable_unless_set() {
             .filter(|p| p.extension().is_some_and(|e| e == "wal"))
             .map(|p| std::fs::metadata(p).unwrap().len())
             .collect();
+        lens.sort_unstable();
         lens.dedup();
         assert_eq!(lens.len(), 1, "segments of one size: {lens:?}");
         lens[0]

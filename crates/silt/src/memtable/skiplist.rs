@@ -136,10 +136,13 @@ impl Chunk {
         let bytes = words.max(1) * 8;
         match memmap2::MmapMut::map_anon(bytes) {
             Ok(map) => {
+                // One transparent huge page per chunk where the kernel allows it (THP
+                // `madvise` or `always`, and a 2 MiB-aligned mapping, which Linux 6.7 and
+                // later give anonymous mappings of that size): one fault instead of 512,
+                // and a 64 MiB memtable in 32 TLB entries. A hint: refused or unavailable,
+                // the chunk is plain pages.
+                #[cfg(target_os = "linux")]
                 if bytes == CHUNK_BYTES {
-                    // One transparent huge page per chunk where the kernel allows it: one
-                    // fault instead of 512, and a 64 MiB memtable in 32 TLB entries. A
-                    // hint: refused or unavailable, the chunk is plain pages.
                     let _ = map.advise(memmap2::Advice::HugePage);
                 }
                 Chunk { map }
