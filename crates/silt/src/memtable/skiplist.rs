@@ -99,7 +99,7 @@ impl Node {
     }
 }
 
-/// Bump allocation in chunks of 8-byte words, freed all at once. Why an arena at all (before
+/// Bump allocation in chunks, 8 bytes at a time, freed all at once. Why an arena at all (before
 /// this list existed): freeing a million small allocations when a flushed memtable was
 /// dropped made glibc consolidate its fastbins under the arena lock writers need — 50–130 ms
 /// put stalls after every flush (BENCHMARKS.md).
@@ -116,8 +116,8 @@ struct Arena {
 
 #[derive(Default)]
 struct Chunks {
-    /// The chunk being filled (`None` before the first allocation) and the words of it
-    /// used; its memory never moves.
+    /// The chunk being filled (`None` before the first allocation) and the bytes of it
+    /// used (a multiple of 8); its memory never moves.
     current: Option<Chunk>,
     used: usize,
     /// Full chunks and oversized nodes, kept until the arena is dropped.
@@ -130,10 +130,10 @@ struct Chunk {
 }
 
 impl Chunk {
-    /// A chunk of `words` 8-byte words. Out of memory is handled as the global allocator's
-    /// failure is (`handle_alloc_error`: the process aborts).
-    fn new(words: usize) -> Chunk {
-        let bytes = words.max(1) * 8;
+    /// A chunk of `bytes` bytes (at least 1). Out of memory is handled as the global
+    /// allocator's failure is (`handle_alloc_error`: the process aborts).
+    fn new(bytes: usize) -> Chunk {
+        let bytes = bytes.max(1);
         match memmap2::MmapMut::map_anon(bytes) {
             Ok(map) => {
                 // One transparent huge page per chunk where the kernel allows it (THP
@@ -153,8 +153,8 @@ impl Chunk {
         }
     }
 
-    fn words(&self) -> usize {
-        self.map.len() / 8
+    fn len(&self) -> usize {
+        self.map.len()
     }
 
     fn base(&mut self) -> *mut u8 {
@@ -165,28 +165,28 @@ impl Chunk {
 impl Arena {
     /// `bytes` bytes, 8-aligned, zeroed, valid until the arena is dropped.
     fn alloc(&self, bytes: usize) -> *mut u8 {
-        let words = bytes.div_ceil(8);
+        let bytes = bytes.next_multiple_of(8).max(8);
         let mut c = self.chunks.lock();
-        if words > CHUNK_BYTES / 8 / 4 {
-            let mut own = Chunk::new(words);
+        if bytes > CHUNK_BYTES / 4 {
+            let mut own = Chunk::new(bytes);
             let p = own.base();
             c.done.push(own);
             return p;
         }
-        let room = c.current.as_ref().map_or(0, |k| k.words() - c.used);
-        if room < words {
-            if let Some(full) = c.current.replace(Chunk::new(CHUNK_BYTES / 8)) {
+        let room = c.current.as_ref().map_or(0, |k| k.len() - c.used);
+        if room < bytes {
+            if let Some(full) = c.current.replace(Chunk::new(CHUNK_BYTES)) {
                 c.done.push(full);
             }
             c.used = 0;
         }
         let at = c.used;
-        c.used += words;
+        c.used += bytes;
         let current = c.current.as_mut().expect("a chunk was just made");
-        debug_assert!(at + words <= current.words());
-        // SAFETY: `at + words <= current.words()`; a mapping does not move when the
-        // `Chunk` holding it is moved into `done`.
-        unsafe { current.base().add(at * 8) }
+        debug_assert!(at + bytes <= current.len());
+        // SAFETY: `at + bytes <= current.len()`; a mapping does not move when the `Chunk`
+        // holding it is moved into `done`.
+        unsafe { current.base().add(at) }
     }
 }
 
