@@ -426,7 +426,7 @@ impl Inner {
     /// step before the one it ends in. Records are written in log order, so those pages are written
     /// again only by a straggler (a reservation held across a transaction's checks, say);
     /// without this a segment written through the mapping (small records) held up to its
-    /// whole 64 MiB, plus a quarter of the next, in the process's resident memory. Only
+    /// whole size (64 MiB then), plus a quarter of the next, in resident memory. Only
     /// the record crossing a boundary looks at `released_to`, and one writer at a time
     /// releases (whoever moves it); a missed step is released with the next.
     ///
