@@ -452,6 +452,19 @@ impl Db {
         self.shared.call(py, |db| db.flush())
     }
 
+    /// Waits at most `timeout` seconds until no flush or compaction is running or due
+    /// (RocksDB's WaitForCompact); True once settled, False if the timeout passed first.
+    /// Does not flush the memtable: call flush() first for that.
+    #[pyo3(signature = (timeout=60.0))]
+    fn wait_for_compactions(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
+        let t = std::time::Duration::try_from_secs_f64(timeout).map_err(|_| {
+            pyo3::exceptions::PyValueError::new_err(format!(
+                "timeout must be a finite number of seconds >= 0, not {timeout}"
+            ))
+        })?;
+        self.shared.call(py, |db| db.wait_for_compactions(t))
+    }
+
     /// Compacts the keys with start <= key <= end (None: unbounded) of a column family
     /// down the levels, and waits for it.
     #[pyo3(signature = (start=None, end=None, *, cf=None))]

@@ -245,6 +245,10 @@ def test_sync_and_compact(db):
     db.compact_range()
     db.compact_range(b"0100", b"0200")
     assert db[b"0150"] == b"v"
+    assert db.wait_for_compactions(30.0) is True
+    assert db.wait_for_compactions(0) is True
+    with pytest.raises(ValueError):
+        db.wait_for_compactions(-1.0)
 
 
 def test_large_values_go_through_blobs(db):

@@ -45,15 +45,9 @@ fn key(i: u32) -> Vec<u8> {
 
 fn wait_idle(db: &Db) {
     // Background compactions (and blob collection) run until nothing is due.
-    let mut last = u64::MAX;
-    for _ in 0..400 {
-        std::thread::sleep(std::time::Duration::from_millis(25));
-        let c = db.stats().compactions;
-        if c == last {
-            return;
-        }
-        last = c;
-    }
+    assert!(db
+        .wait_for_compactions(std::time::Duration::from_secs(60))
+        .unwrap());
 }
 
 fn check_all(db: &Db, n: u32, round: u32) {

@@ -336,44 +336,14 @@ impl Engine for SiltEngine {
         self.db.flush().map_err(silt_err)
     }
 
-    /// silt has no "compaction idle" signal in its API, so this polls: idle once level 0
-    /// is under the default compaction trigger (4 tables), no compaction finished, no
-    /// table bytes moved and the process used under 10% of a core, over two consecutive
-    /// 50 ms polls (the compaction thread wakes at least every 50 ms).
+    /// silt's own signal, `Db::wait_for_compactions` (as RocksDB's adapter uses
+    /// `WaitForCompact`): no flush or compaction running or due. An earlier form polled
+    /// counters and the process's CPU, and took a compaction waiting on its `fdatasync`
+    /// (no CPU, no counter moving) for idleness: load images were saved mid-compaction.
     fn wait_idle(&self, max: Duration) {
-        let start = Instant::now();
-        let sample = || {
-            let s = self.db.stats();
-            let l0 = s.levels.first().map_or(0, |l| l.tables);
-            (
-                // Level 0 below the engine's own trigger: no compaction is due there.
-                l0 < s.l0_compaction_trigger,
-                s.compactions,
-                s.compaction_write_bytes,
-                s.flushes,
-                crate::sysstat::cpu_seconds(),
-            )
-        };
-        let mut last = sample();
-        let mut quiet = 0;
-        while start.elapsed() < max {
-            std::thread::sleep(Duration::from_millis(50));
-            let now = sample();
-            let cpu = match (now.4, last.4) {
-                (Some(a), Some(b)) => a - b,
-                _ => 0.0,
-            };
-            let moved = (now.1, now.2, now.3) != (last.1, last.2, last.3);
-            if now.0 && !moved && cpu < 0.005 {
-                quiet += 1;
-                if quiet >= 2 {
-                    return;
-                }
-            } else {
-                quiet = 0;
-            }
-            last = now;
-        }
+        // A poisoned or closing database has nothing more to wait for; the cell's next
+        // operation reports the error.
+        let _ = self.db.wait_for_compactions(max);
     }
 
     fn stats(&self) -> Option<Value> {

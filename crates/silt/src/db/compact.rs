@@ -20,6 +20,30 @@ impl DbInner {
         }
     }
 
+    /// Whether no background work is running or due: no frozen memtable waits for its
+    /// flush, no table is busy in a compaction, no job failed for want of space (it is
+    /// retried), and the picker finds nothing to do in the current version.
+    pub(super) fn background_idle(&self) -> bool {
+        if self.sv.read().mems.len() > 1 || self.no_space.lock().is_some() {
+            return false;
+        }
+        // Lock order as in `compaction_loop`: busy, then the pointers.
+        let busy = self.busy.lock();
+        if !busy.is_empty() {
+            return false;
+        }
+        let sv = self.super_version();
+        let oldest = self.snapshot_list().first().copied().unwrap_or(Seqno::MAX);
+        compaction::pick(
+            &sv.version,
+            self.shape(),
+            &self.compact_pointer.lock(),
+            &busy,
+            oldest,
+        )
+        .is_none()
+    }
+
     /// Runs one job and installs its result.
     fn run_compaction(&self, job: &Job) -> Result<()> {
         if job.for_tombstones {

@@ -20,6 +20,50 @@ impl Db {
         self.inner.wait_flushed(upto)
     }
 
+    /// Waits, at most `timeout`, until no flush or compaction is running or due, as
+    /// RocksDB's `WaitForCompact`: every frozen memtable is flushed and the compaction
+    /// picker finds nothing to do in any column family (levels within their targets, level
+    /// 0 under its trigger, no blob file or tombstone-heavy table due). Returns `true` once
+    /// the database got there, `false` if the timeout passed first. With writers still
+    /// writing it reports a moment, not a promise: the next write may make work due again.
+    ///
+    /// For a benchmark's or a bulk load's "settled" state, and before measuring a read
+    /// workload; does not flush the active memtable (call [`Db::flush`] first for that).
+    /// A read-only handle has no background work and returns `true` at once.
+    ///
+    /// # Errors
+    ///
+    /// `Poisoned` if background work failed (before or while waiting), `Closed` if the
+    /// database is closing.
+    pub fn wait_for_compactions(&self, timeout: Duration) -> Result<bool> {
+        let inner = &self.inner;
+        if inner.opts.read_only {
+            return Ok(true);
+        }
+        let start = Instant::now();
+        loop {
+            if inner.poisoned.load(SeqCst) {
+                return Err(Error::Poisoned);
+            }
+            if inner.closing.load(SeqCst) {
+                return Err(Error::Closed);
+            }
+            if inner.background_idle() {
+                return Ok(true);
+            }
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            // The compaction thread re-picks when woken; a finished job wakes us.
+            inner.notify_bg();
+            let mut g = inner.bg_lock.lock();
+            inner
+                .bg_cv
+                .wait_for(&mut g, left.min(Duration::from_millis(10)));
+        }
+    }
+
     /// Compacts every table of the default column family overlapping `range` down to the
     /// last level, dropping overwritten values and tombstones no snapshot needs. Flushes
     /// first, so what was written before the call is compacted too. In a family with a
