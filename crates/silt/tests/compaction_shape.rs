@@ -296,3 +296,44 @@ fn wait_for_compactions_returns_once_nothing_is_due() {
     let ro = Db::builder(tmp.path()).read_only(true).open().unwrap();
     assert!(ro.wait_for_compactions(std::time::Duration::ZERO).unwrap());
 }
+
+/// Settled also means the files are gone: the flush's log purge (after the version swap
+/// `flush` waits for) and the replaced tables' removal are part of the background work.
+#[test]
+fn wait_for_compactions_covers_the_log_purge_and_replaced_tables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::builder(tmp.path())
+        .sync_mode(SyncMode::None)
+        .memtable_bytes(4 << 20)
+        .wal_segment_bytes(1 << 20)
+        .l0_compaction_trigger(2)
+        .level_base_bytes(1 << 20)
+        .open()
+        .unwrap();
+    let files = |sub: &str, ext: &str| {
+        std::fs::read_dir(tmp.path().join(sub))
+            .unwrap()
+            .filter(|e| {
+                let p = e.as_ref().unwrap().path();
+                p.extension().is_some_and(|x| x == ext)
+            })
+            .count()
+    };
+    for round in 0..4u64 {
+        // About 3 MiB of records: three segments' worth, flushed below the memtable's size.
+        let keys: Vec<u64> = (0..24_000).map(|i| i * 4 + round).collect();
+        load(&db, &keys, keys.len());
+        assert!(db
+            .wait_for_compactions(std::time::Duration::from_secs(120))
+            .unwrap());
+        assert_eq!(
+            files("wal", "wal"),
+            1,
+            "round {round}: the quiet log keeps one segment"
+        );
+        let s = db.stats();
+        let live: u64 = s.levels.iter().map(|l| l.tables).sum();
+        assert_eq!(files("tables", "sst") as u64, live, "round {round}: {s:?}");
+    }
+    db.close().unwrap();
+}

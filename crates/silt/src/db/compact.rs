@@ -20,11 +20,14 @@ impl DbInner {
         }
     }
 
-    /// Whether no background work is running or due: no frozen memtable waits for its
-    /// flush, no table is busy in a compaction, no job failed for want of space (it is
+    /// Whether no background work is running or due: no flush runs (its log purge comes
+    /// after the version swap) and no frozen memtable waits for one, no table is busy in a compaction, no job failed for want of space (it is
     /// retried), and the picker finds nothing to do in the current version.
     pub(super) fn background_idle(&self) -> bool {
-        if self.sv.read().mems.len() > 1 || self.no_space.lock().is_some() {
+        if self.flush_running.load(SeqCst)
+            || self.sv.read().mems.len() > 1
+            || self.no_space.lock().is_some()
+        {
             return false;
         }
         // Lock order as in `compaction_loop`: busy, then the pointers.
@@ -428,7 +431,11 @@ pub(super) fn compaction_loop(w: Weak<DbInner>) {
         match job {
             Some(job) => {
                 let ids = job.ids();
+                let cf = job.cf;
                 let r = db.run_compaction(&job);
+                // The job's handles go first: the last handle of a table the job replaced
+                // removes its file, and `background_idle` counts the job until `busy` is clear.
+                drop(job);
                 db.busy.lock().retain(|id| !ids.contains(id));
                 match r {
                     Ok(()) => db.set_no_space(None),
@@ -439,7 +446,7 @@ pub(super) fn compaction_loop(w: Weak<DbInner>) {
                         db.bg_cv.wait_for(&mut g, NO_SPACE_RETRY);
                         continue;
                     }
-                    Err(_) if !db.cf_exists(job.cf) => {
+                    Err(_) if !db.cf_exists(cf) => {
                         // The family was dropped while the job ran: whatever failed was
                         // reading files no version needs any more, and the outputs were
                         // removed with the job. Nothing the database holds is affected.

@@ -465,9 +465,12 @@ pub(super) fn flush_loop(w: std::sync::Weak<DbInner>) {
         match job {
             Some((mem, boundary)) => {
                 // Writers owning seqnos below the boundary may still be inserting.
+                db.flush_running.store(true, SeqCst);
                 db.wait_visible(boundary);
                 let started = Instant::now();
-                match db.flush_memtable(&mem, boundary) {
+                let r = db.flush_memtable(&mem, boundary);
+                db.flush_running.store(false, SeqCst);
+                match r {
                     Ok(()) => {
                         db.throttle
                             .note_flush(mem.approx_bytes(), started.elapsed());

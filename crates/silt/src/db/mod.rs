@@ -256,6 +256,9 @@ pub(crate) struct DbInner {
     pub(crate) bg_lock: Mutex<()>,
     pub(crate) bg_cv: Condvar,
     pub(crate) busy: Mutex<HashSet<u64>>,
+    /// Set while the flush thread runs a flush, up to and including its log purge (which
+    /// follows the version swap that `Db::flush` waits for).
+    pub(crate) flush_running: AtomicBool,
     pub(crate) compact_pointer: Mutex<crate::compaction::Pointers>,
     pub(crate) poisoned: AtomicBool,
     /// Why the last flush or compaction failed for want of space, until one succeeds.

@@ -265,6 +265,7 @@ impl DbInner {
             bg_lock: Mutex::new(()),
             bg_cv: Condvar::new(),
             busy: Mutex::new(HashSet::new()),
+            flush_running: AtomicBool::new(false),
             compact_pointer: Mutex::new(BTreeMap::new()),
             poisoned: AtomicBool::new(false),
             no_space: Mutex::new(None),
