@@ -66,7 +66,7 @@ const PWRITE_MIN_BYTES: usize = 64 << 10;
 
 /// The mapped pages of the segment being written are released in steps of this many
 /// bytes, a step behind the newest record (see `Inner::release_behind`).
-const RELEASE_STEP: u64 = 4 << 20;
+const RELEASE_STEP: u64 = 1 << 20;
 
 /// While gathering a sync batch, wait at most this fraction of one `fdatasync`...
 const GATHER_FRACTION: u64 = 8;
@@ -426,7 +426,8 @@ impl Inner {
     /// step before the one it ends in. Records are written in log order, so those pages are written
     /// again only by a straggler (a reservation held across a transaction's checks, say);
     /// without this a segment written through the mapping (small records) held up to its
-    /// whole size (64 MiB then), plus a quarter of the next, in resident memory. Only
+    /// whole size (64 MiB then), plus a quarter of the next, in resident memory; the first
+    /// release in a segment also releases what the one before kept mapped. Only
     /// the record crossing a boundary looks at `released_to`, and one writer at a time
     /// releases (whoever moves it); a missed step is released with the next.
     ///
@@ -450,6 +451,14 @@ impl Inner {
                 .is_err()
         {
             return;
+        }
+        if prev < seg_start {
+            // The last steps of the segment before, left mapped when writers moved on:
+            // released once they are a step into this one, not a quarter in (when
+            // `prepare_next_if_due` drops that segment's whole mapping).
+            if let Some(old) = self.segments.existing(prev / s) {
+                old.release_mapped_range(prev % s, s - prev % s);
+            }
         }
         if let Some(file) = self.segments.existing(start / s) {
             file.release_mapped_range(from - seg_start, upto - from);
