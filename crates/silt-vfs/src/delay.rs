@@ -177,6 +177,9 @@ impl File for DelayFile {
     fn write_mapped(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
         self.inner.write_mapped(bufs, offset)
     }
+    fn write_zeros(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.write_zeros(offset, len)
+    }
     fn sync_data(&self) -> io::Result<()> {
         self.inner.sync_data()?;
         self.device.flush(self.extra);

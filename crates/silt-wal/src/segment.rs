@@ -25,8 +25,6 @@ use crate::error::{Error, Result};
 use crate::format::{SegmentHeader, SEGMENT_HEADER_BYTES};
 use crate::Preallocate;
 
-/// Zeroes are written in chunks of this size.
-const ZERO_CHUNK_BYTES: usize = 1 << 20;
 /// Purged segments kept for recycling, at most.
 const RECYCLE_POOL_MAX: usize = 2;
 
@@ -191,14 +189,8 @@ impl Segments {
                     f.allocate(self.segment_bytes)
                         .map_err(io("fallocate", &tmp))?;
                 } else {
-                    let zeros = vec![0u8; ZERO_CHUNK_BYTES];
-                    let mut off = 0u64;
-                    while off < self.segment_bytes {
-                        let n = ZERO_CHUNK_BYTES.min((self.segment_bytes - off) as usize);
-                        f.write_at(&[&zeros[..n]], off)
-                            .map_err(io("pwrite", &tmp))?;
-                        off += n as u64;
-                    }
+                    f.write_zeros(0, self.segment_bytes)
+                        .map_err(io("pwrite", &tmp))?;
                 }
                 f.write_at(&[&header], 0).map_err(io("pwrite", &tmp))?;
                 f.sync_data().map_err(io("fdatasync", &tmp))?;
