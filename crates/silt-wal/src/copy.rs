@@ -210,6 +210,7 @@ impl Wal {
             dir.to_path_buf(),
             s,
             crate::Preallocate::ZeroFill,
+            0,
             Default::default(),
             Vec::new(),
         );

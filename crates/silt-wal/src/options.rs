@@ -80,6 +80,12 @@ pub struct Options {
     pub segment_bytes: u64,
     /// How new segments are preallocated.
     pub preallocate: Preallocate,
+    /// Purged segments kept for reuse, at most (with [`Preallocate::Recycle`] and
+    /// [`Preallocate::RecycleElseAllocate`]). Each one reused is a segment not zero-filled
+    /// (its bytes not written twice); each one kept holds `segment_bytes` of disk while
+    /// writers are ahead of the purges (a purge that reaches the log's end empties the
+    /// pool). Default 2.
+    pub recycle_segments: usize,
     /// The file layer: [`OsFs`] for real use, `silt_vfs::SimFs` (feature `sim`) in tests.
     pub fs: Arc<dyn FileSystem>,
     /// The LSN of the first record the caller needs (see [`Options::required_from`]).
@@ -93,6 +99,7 @@ impl Default for Options {
             strategy: Strategy::Pipelined,
             segment_bytes: 64 << 20,
             preallocate: Preallocate::Recycle,
+            recycle_segments: 2,
             fs: OsFs::new(),
             required_from: 0,
         }
@@ -127,6 +134,11 @@ impl Options {
     /// Sets how segments are preallocated.
     pub fn preallocate(mut self, p: Preallocate) -> Self {
         self.preallocate = p;
+        self
+    }
+    /// Sets how many purged segments are kept for reuse, at most.
+    pub fn recycle_segments(mut self, n: usize) -> Self {
+        self.recycle_segments = n;
         self
     }
     /// Sets the file layer.

@@ -132,6 +132,7 @@ pub(crate) fn recover(dir: &Path, opts: &Options) -> Result<Recovered> {
             dir.to_path_buf(),
             opts.segment_bytes,
             opts.preallocate,
+            opts.recycle_segments,
             BTreeMap::new(),
             pool,
         );
@@ -202,6 +203,7 @@ pub(crate) fn recover(dir: &Path, opts: &Options) -> Result<Recovered> {
         dir.to_path_buf(),
         s,
         opts.preallocate,
+        opts.recycle_segments,
         files,
         pool,
     );

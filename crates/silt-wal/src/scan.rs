@@ -105,6 +105,7 @@ pub(crate) fn scan(dir: &Path, opts: &Options) -> Result<Recovered> {
         dir.to_path_buf(),
         s,
         opts.preallocate,
+        0,
         files,
         Vec::new(),
     );

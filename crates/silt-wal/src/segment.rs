@@ -25,9 +25,6 @@ use crate::error::{Error, Result};
 use crate::format::{SegmentHeader, SEGMENT_HEADER_BYTES};
 use crate::Preallocate;
 
-/// Purged segments kept for recycling, at most.
-const RECYCLE_POOL_MAX: usize = 2;
-
 pub(crate) fn segment_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("{id:020}.wal"))
 }
@@ -47,6 +44,8 @@ pub(crate) struct Segments {
     pub(crate) dir: PathBuf,
     pub(crate) segment_bytes: u64,
     prealloc: Preallocate,
+    /// Purged segments kept for recycling, at most (`Options::recycle_segments`).
+    pool_max: usize,
     files: RwLock<BTreeMap<u64, Arc<dyn File>>>,
     /// Held while a segment is created, purged or removed.
     prep: Mutex<Prep>,
@@ -83,6 +82,7 @@ impl Segments {
         dir: PathBuf,
         segment_bytes: u64,
         prealloc: Preallocate,
+        pool_max: usize,
         files: BTreeMap<u64, Arc<dyn File>>,
         pool: Vec<PathBuf>,
     ) -> Self {
@@ -99,6 +99,7 @@ impl Segments {
             dir,
             segment_bytes,
             prealloc,
+            pool_max,
             files: RwLock::new(files),
             prep: Mutex::new(Prep {
                 pool,
@@ -331,7 +332,7 @@ impl Segments {
             prep.links_seen = linked;
             let recycle = self.prealloc != Preallocate::ZeroFill
                 && !empty_pool
-                && prep.pool.len() < RECYCLE_POOL_MAX
+                && prep.pool.len() < self.pool_max
                 && !linked;
             if recycle {
                 prep.pool_serial += 1;

@@ -339,3 +339,25 @@ fn allocated_segments_are_full_size_and_read_back() {
     let last = wal.read_from(0).unwrap().last().unwrap().unwrap();
     assert!(last.lsn < end && last.lsn + 1100 > end);
 }
+
+/// The pool keeps at most `recycle_segments` purged segments, and the next segments take
+/// them back before any is zero-filled anew.
+#[test]
+fn the_pool_keeps_up_to_recycle_segments_and_they_are_reused() {
+    for keep in [0usize, 2, 4] {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = Wal::open(
+            dir.path(),
+            Options::default().segment_bytes(SEG).recycle_segments(keep),
+        )
+        .unwrap();
+        append_to(&wal, 6 * SEG + 1000).unwrap();
+        // Segments 0..6 purged, the writer in segment 6: not the end, so the pool fills.
+        wal.purge_up_to(6 * SEG).unwrap();
+        assert_eq!(pool_files(dir.path()), keep, "keep {keep}");
+        // The next `keep` segments come from the pool.
+        append_to(&wal, (6 + keep as u64) * SEG + 1000).unwrap();
+        assert_eq!(pool_files(dir.path()), 0, "keep {keep}: all reused");
+        wal.close().unwrap();
+    }
+}

@@ -426,9 +426,10 @@ impl DbBuilder {
     ///
     /// Space: segments are files of their full size from the start, and the log holds the
     /// segments of the memtables not yet flushed, the one being filled, the next one
-    /// (prepared ahead) and up to two purged ones kept for reuse; so the log takes about
-    /// `memtable_bytes * (1 + immutable_memtables_max)` of records at its peak plus four
-    /// segments. Smaller segments make a small database smaller on disk (BENCHMARKS.md,
+    /// (prepared ahead) and, while writers are ahead of the flushes, up to a memtable's
+    /// worth of purged ones kept for reuse (so they are not zero-filled again); so the log
+    /// takes about `memtable_bytes * (2 + immutable_memtables_max)` at its peak plus two
+    /// segments, and one segment once everything is flushed. Smaller segments make a small database smaller on disk (BENCHMARKS.md,
     /// issue 12, "space"), larger ones rotate less often. A record never spans segments:
     /// below 17 MiB, a key and value near the largest allowed ([`crate::MAX_VALUE_BYTES`])
     /// are refused with `InvalidArgument`. Applies to a new log only: an existing log keeps

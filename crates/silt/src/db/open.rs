@@ -106,6 +106,14 @@ impl Db {
                 } else {
                     silt_wal::Preallocate::RecycleElseAllocate
                 })
+                // A flush purges about a memtable's worth of segments: keep them all for
+                // reuse, so the next memtable's segments are not zero-filled again (the
+                // pool is emptied once a purge reaches the log's end).
+                .recycle_segments(
+                    opts.memtable_bytes
+                        .div_ceil(opts.log_segment_bytes())
+                        .max(2) as usize,
+                )
                 // Records below log start are in tables: damage there loses nothing.
                 .required_from(log_start)
                 .fs(fs.clone()),
