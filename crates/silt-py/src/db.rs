@@ -462,7 +462,21 @@ impl Db {
                 "timeout must be a finite number of seconds >= 0, not {timeout}"
             ))
         })?;
-        self.shared.call(py, |db| db.wait_for_compactions(t))
+        // In slices, so Ctrl-C is seen and close() (which needs the handle) is not held
+        // off for the whole timeout.
+        let start = std::time::Instant::now();
+        loop {
+            let slice = t
+                .saturating_sub(start.elapsed())
+                .min(std::time::Duration::from_millis(100));
+            if self.shared.call(py, |db| db.wait_for_compactions(slice))? {
+                return Ok(true);
+            }
+            if start.elapsed() >= t {
+                return Ok(false);
+            }
+            py.check_signals()?;
+        }
     }
 
     /// Compacts the keys with start <= key <= end (None: unbounded) of a column family

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -44,8 +44,9 @@ pub(crate) struct Segments {
     pub(crate) dir: PathBuf,
     pub(crate) segment_bytes: u64,
     prealloc: Preallocate,
-    /// Purged segments kept for recycling, at most (`Options::recycle_segments`).
-    pool_max: usize,
+    /// Purged segments kept for recycling, at most (`Options::recycle_segments`,
+    /// `Wal::set_recycle_segments`).
+    pool_max: AtomicUsize,
     files: RwLock<BTreeMap<u64, Arc<dyn File>>>,
     /// Held while a segment is created, purged or removed.
     prep: Mutex<Prep>,
@@ -99,7 +100,7 @@ impl Segments {
             dir,
             segment_bytes,
             prealloc,
-            pool_max,
+            pool_max: AtomicUsize::new(pool_max),
             files: RwLock::new(files),
             prep: Mutex::new(Prep {
                 pool,
@@ -206,6 +207,11 @@ impl Segments {
         debug_assert_eq!(SEGMENT_HEADER_BYTES as usize, header.len());
         self.files.write().insert(id, file.clone());
         Ok(file)
+    }
+
+    /// Sets the pool's bound; a pool above it shrinks as segments are taken back.
+    pub(crate) fn set_pool_max(&self, n: usize) {
+        self.pool_max.store(n, SeqCst);
     }
 
     /// Asks the background thread to prepare segment `id` if it does not exist.
@@ -332,7 +338,7 @@ impl Segments {
             prep.links_seen = linked;
             let recycle = self.prealloc != Preallocate::ZeroFill
                 && !empty_pool
-                && prep.pool.len() < self.pool_max
+                && prep.pool.len() < self.pool_max.load(SeqCst)
                 && !linked;
             if recycle {
                 prep.pool_serial += 1;

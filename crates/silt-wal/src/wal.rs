@@ -220,6 +220,13 @@ impl Wal {
         self.inner.seg_bytes
     }
 
+    /// Sets how many purged segments are kept for reuse, at most, from the next purge on
+    /// ([`crate::Options::recycle_segments`]; here once the segment size is known, as an
+    /// existing log keeps its own).
+    pub fn set_recycle_segments(&self, n: usize) {
+        self.inner.segments.set_pool_max(n);
+    }
+
     /// Counters since the log was opened.
     pub fn stats(&self) -> WalStats {
         self.inner.stats()
@@ -248,8 +255,8 @@ impl Wal {
     ///
     /// When `lsn` reaches the end of the log (nothing appended is still needed: a database
     /// whose memtables are all flushed), the segments kept for recycling are deleted too: a
-    /// quiet log holds no more disk than its current segment (and the next, if prepared),
-    /// instead of up to two more segments of garbage. The next burst of appends zero-fills
+    /// quiet log holds no more disk than its current segment, instead of up to
+    /// [`crate::Options::recycle_segments`] more segments of garbage. The next burst of appends zero-fills
     /// its first new segments.
     ///
     /// # Errors

@@ -344,13 +344,22 @@ fn allocated_segments_are_full_size_and_read_back() {
 /// them back before any is zero-filled anew.
 #[test]
 fn the_pool_keeps_up_to_recycle_segments_and_they_are_reused() {
-    for keep in [0usize, 2, 4] {
+    for (keep, set_later) in [
+        (0usize, false),
+        (2, false),
+        (4, false),
+        (4, true),
+        (1, true),
+    ] {
         let dir = tempfile::tempdir().unwrap();
-        let wal = Wal::open(
-            dir.path(),
-            Options::default().segment_bytes(SEG).recycle_segments(keep),
-        )
-        .unwrap();
+        let opts = Options::default().segment_bytes(SEG);
+        let wal = if set_later {
+            let wal = Wal::open(dir.path(), opts).unwrap();
+            wal.set_recycle_segments(keep);
+            wal
+        } else {
+            Wal::open(dir.path(), opts.recycle_segments(keep)).unwrap()
+        };
         append_to(&wal, 6 * SEG + 1000).unwrap();
         // Segments 0..6 purged, the writer in segment 6: not the end, so the pool fills.
         wal.purge_up_to(6 * SEG).unwrap();

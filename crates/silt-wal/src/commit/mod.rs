@@ -427,7 +427,7 @@ impl Inner {
     /// again only by a straggler (a reservation held across a transaction's checks, say);
     /// without this a segment written through the mapping (small records) held up to its
     /// whole size (64 MiB then), plus a quarter of the next, in resident memory; the first
-    /// release in a segment also releases what the one before kept mapped. Only
+    /// release in a segment also releases what the segments before kept mapped. Only
     /// the record crossing a boundary looks at `released_to`, and one writer at a time
     /// releases (whoever moves it); a missed step is released with the next.
     ///
@@ -452,13 +452,16 @@ impl Inner {
         {
             return;
         }
-        if prev < seg_start {
-            // The last steps of the segment before, left mapped when writers moved on:
-            // released once they are a step into this one, not a quarter in (when
-            // `prepare_next_if_due` drops that segment's whole mapping).
-            if let Some(old) = self.segments.existing(prev / s) {
-                old.release_mapped_range(prev % s, s - prev % s);
+        // The last steps of the segments before, left mapped when writers moved on:
+        // released with this segment's first release (a record ending two steps in), not
+        // a quarter in, when `prepare_next_if_due` drops the previous one's whole mapping.
+        let mut behind = prev;
+        while behind < seg_start {
+            let id = behind / s;
+            if let Some(old) = self.segments.existing(id) {
+                old.release_mapped_range(behind % s, s - behind % s);
             }
+            behind = (id + 1) * s;
         }
         if let Some(file) = self.segments.existing(start / s) {
             file.release_mapped_range(from - seg_start, upto - from);

@@ -20,12 +20,15 @@ impl DbInner {
         }
     }
 
-    /// Whether no background work is running or due: no flush runs (its log purge comes
-    /// after the version swap) and no frozen memtable waits for one, no table is busy in a compaction, no job failed for want of space (it is
-    /// retried), and the picker finds nothing to do in the current version.
+    /// Whether no background work is running or due: no frozen memtable waits for a
+    /// flush and no flush runs (its log purge comes after the version swap), no table is
+    /// busy in a compaction, no job failed for want of space (it is retried), and the
+    /// picker finds nothing to do in the current version.
     pub(super) fn background_idle(&self) -> bool {
-        if self.flush_running.load(SeqCst)
-            || self.sv.read().mems.len() > 1
+        // The frozen memtables first, the flag second: the flush thread sets the flag
+        // before its swap drops the memtable, so one of the two reads sees the flush.
+        if self.sv.read().mems.len() > 1
+            || self.flush_running.load(SeqCst)
             || self.no_space.lock().is_some()
         {
             return false;
@@ -392,6 +395,9 @@ impl DbInner {
                 busy.extend(ids.iter().copied());
                 drop(busy);
                 let r = self.run_compaction(&job);
+                // As in `compaction_loop`: the job's handles (the last of a replaced
+                // table removes its file) go before its tables stop being busy.
+                drop(job);
                 self.busy.lock().retain(|id| !ids.contains(id));
                 self.notify_bg();
                 match r {

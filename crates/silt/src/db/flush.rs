@@ -37,9 +37,6 @@ impl Db {
     /// database is closing.
     pub fn wait_for_compactions(&self, timeout: Duration) -> Result<bool> {
         let inner = &self.inner;
-        if inner.opts.read_only {
-            return Ok(true);
-        }
         let start = Instant::now();
         loop {
             if inner.poisoned.load(SeqCst) {
@@ -48,15 +45,16 @@ impl Db {
             if inner.closing.load(SeqCst) {
                 return Err(Error::Closed);
             }
-            if inner.background_idle() {
+            if inner.opts.read_only || inner.background_idle() {
                 return Ok(true);
             }
             let left = timeout.saturating_sub(start.elapsed());
             if left.is_zero() {
                 return Ok(false);
             }
-            // The compaction thread re-picks when woken; a finished job wakes us.
-            inner.notify_bg();
+            // A finished flush or job wakes us; the threads re-pick on their own (after
+            // each job, and every 50 ms). Waking them here would cut short the pause of a
+            // job retrying for want of space.
             let mut g = inner.bg_lock.lock();
             inner
                 .bg_cv

@@ -106,18 +106,21 @@ impl Db {
                 } else {
                     silt_wal::Preallocate::RecycleElseAllocate
                 })
-                // A flush purges about a memtable's worth of segments: keep them all for
-                // reuse, so the next memtable's segments are not zero-filled again (the
-                // pool is emptied once a purge reaches the log's end).
-                .recycle_segments(
-                    opts.memtable_bytes
-                        .div_ceil(opts.log_segment_bytes())
-                        .max(2) as usize,
-                )
                 // Records below log start are in tables: damage there loses nothing.
                 .required_from(log_start)
                 .fs(fs.clone()),
         )?;
+        // A flush purges about a memtable's worth of segments: keep them all for reuse, so
+        // the next memtable's segments are not zero-filled again (the pool is emptied once
+        // a purge reaches the log's end). Counted in the log's own segment size, which an
+        // existing log keeps whatever `wal_segment_bytes` says now.
+        wal.set_recycle_segments(
+            opts.memtable_bytes
+                .div_ceil(wal.segment_bytes())
+                .max(2)
+                .try_into()
+                .unwrap_or(usize::MAX),
+        );
         let first = wal.recovery().first_lsn;
         if first / wal.segment_bytes() > log_start / wal.segment_bytes() {
             // Flushes never purge the segment holding `log_start` (W3): records from
