@@ -123,6 +123,25 @@ impl std::fmt::Display for LockHeld {
 
 impl std::error::Error for LockHeld {}
 
+/// Writes zeros over `offset..offset + len` through `write`, one call per `piece`-aligned
+/// piece (the first and last may be shorter), so no call crosses a `piece` boundary.
+pub(crate) fn zeros_in_pieces(
+    offset: u64,
+    len: u64,
+    piece: u64,
+    mut write: impl FnMut(&[u8], u64) -> io::Result<()>,
+) -> io::Result<()> {
+    let zeros = vec![0u8; piece.min(len) as usize];
+    let end = offset.saturating_add(len);
+    let mut off = offset;
+    while off < end {
+        let n = (piece - off % piece).min(end - off) as usize;
+        write(&zeros[..n], off)?;
+        off += n as u64;
+    }
+    Ok(())
+}
+
 /// An open file.
 ///
 /// Every method may be called from many threads at once; writes to disjoint ranges do not
@@ -159,15 +178,7 @@ pub trait File: Send + Sync + std::fmt::Debug {
     /// device. Default: [`File::write_at`] in 1 MiB pieces (a file system without a page
     /// cache, such as the simulated one, has nothing more to take care of).
     fn write_zeros(&self, offset: u64, len: u64) -> io::Result<()> {
-        const PIECE: u64 = 1 << 20;
-        let zeros = vec![0u8; PIECE.min(len) as usize];
-        let mut off = 0;
-        while off < len {
-            let n = PIECE.min(len - off) as usize;
-            self.write_at(&[&zeros[..n]], offset + off)?;
-            off += n as u64;
-        }
-        Ok(())
+        zeros_in_pieces(offset, len, 1 << 20, |z, at| self.write_at(&[z], at))
     }
     /// `fdatasync`: makes every write that returned before this call durable.
     fn sync_data(&self) -> io::Result<()>;

@@ -251,16 +251,7 @@ impl File for OsFile {
     /// the folios are single pages, and a record's sync writes the pages it touched.
     fn write_zeros(&self, offset: u64, len: u64) -> io::Result<()> {
         let page = rustix::param::page_size() as u64;
-        let zeros = vec![0u8; page as usize];
-        let end = offset.saturating_add(len);
-        let mut off = offset;
-        while off < end {
-            // Up to the next page boundary, so every later write starts page-aligned.
-            let n = (page - off % page).min(end - off) as usize;
-            self.file.write_all_at(&zeros[..n], off)?;
-            off += n as u64;
-        }
-        Ok(())
+        crate::zeros_in_pieces(offset, len, page, |z, at| self.file.write_all_at(z, at))
     }
 
     fn write_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
