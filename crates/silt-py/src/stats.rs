@@ -19,6 +19,7 @@ pub(crate) fn to_dict<'py>(py: Python<'py>, s: &silt::Stats) -> PyResult<Bound<'
     d.set_item("levels", levels)?;
     d.set_item("memtable_bytes", s.memtable_bytes)?;
     d.set_item("immutable_memtables", s.immutable_memtables)?;
+    d.set_item("memtable_pool_bytes", s.memtable_pool_bytes)?;
     d.set_item("cache_hits", s.cache_hits)?;
     d.set_item("cache_misses", s.cache_misses)?;
     d.set_item("user_bytes", s.user_bytes)?;

@@ -2,14 +2,16 @@
 //! the log segment into `tables/` (`docs/format/vlog.md`, "Log blobs"), instead of copying
 //! them into a blob file. A value then reaches the device once.
 //!
-//! The flush calls [`DbInner::link_log_values`] before it writes its tables. It reads the
-//! records of the memtable's LSN range from the log, notes every separable value of a
-//! single-record commit, links each segment where those values fill enough of the span the
-//! memtable covers, and hands the notes of linked segments to the outputs
-//! ([`crate::vlog::Separation::log`]). An output points at a note only if the memtable's
-//! value has the note's length and crc32c; anything else is copied as before.
+//! The flush calls [`DbInner::link_log_values`] before it writes its tables. It walks the
+//! memtable, not the log: the commit (and replay) inserted each entry with where its value
+//! lies in its log record (`MemIter::logged_at`), so the flush notes every separable value
+//! without reading the log back. It links each segment where those values fill enough of
+//! the span the memtable covers, and hands the notes of linked segments to the outputs
+//! ([`crate::vlog::Separation::log`]), keyed by the memtable value they describe.
 
 use super::*;
+use crate::iter::InternalIterator;
+use crate::memtable::MemIter;
 use crate::table_meta::{blob_file_name, BlobMeta, LogSpan};
 use crate::vlog::{log_value_key, LogValue, LogValues, PassThrough};
 
@@ -25,9 +27,9 @@ pub(super) struct LinkedLog {
     pub(super) values: HashMap<u32, Arc<LogValues>>,
 }
 
-/// What the flush read of one segment: the span of its records (first byte to end:
-/// records never straddle two flushes, so spans of one segment are disjoint), and the
-/// bytes and count of the values noted in it.
+/// What the flush noted of one segment: the span of its noted values (from the first noted
+/// value's record start to the last noted value's end; records never straddle two flushes,
+/// so spans of one segment are disjoint), and the bytes and count of the values noted in it.
 #[derive(Default)]
 struct SegmentScan {
     span: Option<(u64, u64)>,
@@ -51,10 +53,10 @@ impl DbInner {
     ///
     /// # Errors
     ///
-    /// `Io` from reserving ids (a log that cannot be read back links nothing).
+    /// `Io` from reserving ids.
     pub(super) fn link_log_values(
         &self,
-        mem: &Memtable,
+        mem: &Arc<Memtable>,
         boundary: Seqno,
         version: &crate::version::Version,
         new: &mut NewTables<'_>,
@@ -70,79 +72,33 @@ impl DbInner {
             .into_iter()
             .filter_map(|cf| self.blob_threshold(cf).map(|t| (cf, t)))
             .collect();
-        // Nothing to separate (small values only): no need to read the log back.
+        // Nothing to separate (small values only): no need to walk the memtable.
         if thresholds.values().all(|&t| mem.largest_value() < t as u64) {
             return Ok(out);
         }
-        let first = mem.first_seqno();
         let s = self.wal.segment_bytes();
-        let header = silt_wal::RECORD_HEADER_BYTES as u64;
-        // Per column family: log_value_key(key, lsn) → note.
+        // Per column family: log_value_key(the memtable's value) → note.
         type Notes = HashMap<u64, Note, std::hash::BuildHasherDefault<PassThrough>>;
         let mut notes: HashMap<u32, Notes> = HashMap::new();
         let mut segments: BTreeMap<u64, SegmentScan> = BTreeMap::new();
-        // Pointing into the log is an optimisation: a log that cannot be read back here
-        // (an I/O error, a damaged record) makes this flush copy, as before.
-        let Ok(records) = self.wal.read_from(first) else {
-            return Ok(out);
-        };
-        for rec in records {
-            let Ok(rec) = rec else {
-                return Ok(out);
-            };
-            if rec.lsn >= boundary {
-                break;
-            }
-            let at = rec.lsn % s;
-            let end = at + header + rec.payload.len() as u64;
-            let scan = segments.entry(rec.lsn / s).or_default();
-            let (from, to) = scan.span.get_or_insert((at, end));
-            *from = (*from).min(at);
-            *to = (*to).max(end);
-            // A commit in parts is copied: its entries' seqno is the commit record's LSN,
-            // not the LSN of the record holding their values.
-            let Ok(batch::Record::Batch(entries)) = batch::decode_record(&rec.payload) else {
-                continue;
-            };
-            let base = rec.payload.as_ptr() as usize;
-            for e in entries {
-                let Some(&t) = thresholds.get(&e.cf) else {
+        for (&cf, &t) in &thresholds {
+            let mut it = mem.iter(cf);
+            it.seek_to_first();
+            while it.valid() {
+                let noted = note(&it, t, boundary, s);
+                it.next();
+                let Some((value, rec_start, note)) = noted else {
                     continue;
-                };
-                let skip = match e.kind {
-                    key::Kind::Put => 0,
-                    key::Kind::PutTtl => key::EXPIRY_BYTES,
-                    _ => continue,
-                };
-                let Some(body) = e.value.get(skip..) else {
-                    continue;
-                };
-                let Ok(len) = u32::try_from(body.len()) else {
-                    continue;
-                };
-                if body.len() < t {
-                    continue;
-                }
-                let in_payload = (body.as_ptr() as usize - base) as u64;
-                let note = Note {
-                    segment: rec.lsn / s,
-                    offset: rec.lsn % s + header + in_payload,
-                    len,
-                    crc: crc32c::crc32c(body),
                 };
                 let seg = segments.entry(note.segment).or_default();
-                seg.bytes += u64::from(len);
+                let (from, to) = seg
+                    .span
+                    .get_or_insert((rec_start, note.offset + u64::from(note.len)));
+                *from = (*from).min(rec_start);
+                *to = (*to).max(note.offset + u64::from(note.len));
+                seg.bytes += u64::from(note.len);
                 seg.records += 1;
-                // A later write to the same key in the batch wins: its note replaces this.
-                if let Some(old) = notes
-                    .entry(e.cf)
-                    .or_default()
-                    .insert(log_value_key(e.key, rec.lsn), note)
-                {
-                    let seg = segments.entry(old.segment).or_default();
-                    seg.bytes -= u64::from(old.len);
-                    seg.records -= 1;
-                }
+                notes.entry(cf).or_default().insert(value, note);
             }
         }
         // Link each segment whose noted values fill enough of the span this flush covers.
@@ -230,4 +186,42 @@ impl DbInner {
         }
         Ok(Some(id))
     }
+}
+
+/// The note of the entry `it` stands on, with its [`log_value_key`] and its record's start
+/// in the segment, if the flush may point at its value in the log: a `Put` or `PutTtl` below
+/// `boundary` whose value (after the expiry) is at least `threshold` bytes and whose place
+/// in its log record the memtable knows. The record is the one at the entry's seqno (every
+/// entry of a commit gets its record's LSN as seqno), so the value's offset in segment
+/// `seqno / s` is the record's start, its header, and the value's offset in the payload.
+fn note(it: &MemIter, threshold: usize, boundary: Seqno, s: u64) -> Option<(u64, u64, Note)> {
+    let in_payload = it.logged_at()?;
+    let p = key::parse(it.key())?;
+    if p.seqno >= boundary {
+        return None;
+    }
+    let skip = match p.kind {
+        key::Kind::Put => 0,
+        key::Kind::PutTtl => key::EXPIRY_BYTES,
+        _ => return None,
+    };
+    let body = it.value().get(skip..)?;
+    if body.len() < threshold {
+        return None;
+    }
+    let len = u32::try_from(body.len()).ok()?;
+    let rec_start = p.seqno % s;
+    let offset =
+        rec_start + silt_wal::RECORD_HEADER_BYTES as u64 + u64::from(in_payload) + skip as u64;
+    // A record lies inside its segment; anything else is not a place in the log.
+    if offset + u64::from(len) > s {
+        return None;
+    }
+    let note = Note {
+        segment: p.seqno / s,
+        offset,
+        len,
+        crc: crc32c::crc32c(body),
+    };
+    Some((log_value_key(body), rec_start, note))
 }

@@ -76,7 +76,7 @@ use crate::error::{Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{self, Seqno, MAX_SEQNO};
 use crate::manifest::{Edit, Manifest, LEVELS};
-use crate::memtable::{Memtable, Splice};
+use crate::memtable::{ChunkPool, Memtable, Splice};
 use crate::options::{DbBuilder, WriteOptions, STALL_WAIT};
 use crate::read::{Bounds, Iter};
 use crate::sstable::BlockCache;
@@ -224,6 +224,8 @@ pub(crate) struct Counters {
 
 pub(crate) struct DbInner {
     pub(crate) opts: DbBuilder,
+    /// The memory of flushed memtables, kept for the next ones (`memtable::ChunkPool`).
+    pub(crate) memtable_chunks: Arc<ChunkPool>,
     /// The `STATS` file's schedule (`db/stats.rs`).
     stats_dump: Mutex<stats::StatsDump>,
     pub(crate) fs: Arc<dyn FileSystem>,

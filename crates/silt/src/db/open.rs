@@ -253,7 +253,13 @@ impl DbInner {
             .values()
             .map(|c| (c.id, Arc::from(c.name.as_str())))
             .collect();
-        let first = Arc::new(super::write::new_memtable(&opts, log_start));
+        // A memtable's worth of chunks of flushed memtables, for the next ones.
+        let memtable_chunks = Arc::new(ChunkPool::new(opts.memtable_bytes));
+        let first = Arc::new(super::write::new_memtable(
+            &opts,
+            &memtable_chunks,
+            log_start,
+        ));
         Arc::new(DbInner {
             fs,
             dir,
@@ -290,6 +296,7 @@ impl DbInner {
             locks: Default::default(),
             next_txn_id: AtomicU64::new(1),
             log_pins: Mutex::new(BTreeMap::new()),
+            memtable_chunks,
             opts,
         })
     }
@@ -388,7 +395,9 @@ impl DbInner {
                 ));
             }
             let mem = self.sv.read().mems[0].clone();
-            apply(&mem, rec.lsn, &all, |cf| live.contains(&cf));
+            apply(&mem, rec.lsn, &all, Some(&rec.payload), |cf| {
+                live.contains(&cf)
+            });
             replayed += 1;
             // A read-only handle keeps everything it replays in memory: it writes nothing.
             if mem.approx_bytes() >= self.opts.memtable_bytes && !self.opts.read_only {

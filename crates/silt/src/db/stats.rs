@@ -78,6 +78,10 @@ pub struct Stats {
     pub memtable_bytes: u64,
     /// Frozen memtables waiting for flush.
     pub immutable_memtables: u64,
+    /// Memory of flushed memtables kept (resident) for the next ones, at most
+    /// `memtable_bytes` of the options: a new memtable's pages then need no zeroing by the
+    /// kernel.
+    pub memtable_pool_bytes: u64,
     /// Block cache hits and misses.
     pub cache_hits: u64,
     /// Block cache misses.
@@ -153,6 +157,7 @@ impl Stats {
             levels,
             memtable_bytes,
             immutable_memtables,
+            memtable_pool_bytes,
             cache_hits,
             cache_misses,
             user_bytes,
@@ -189,6 +194,7 @@ impl Stats {
         let ints = [
             ("memtable_bytes", memtable_bytes),
             ("immutable_memtables", immutable_memtables),
+            ("memtable_pool_bytes", memtable_pool_bytes),
             ("cache_hits", cache_hits),
             ("cache_misses", cache_misses),
             ("user_bytes", user_bytes),
@@ -453,6 +459,7 @@ impl DbInner {
             levels,
             memtable_bytes: sv.mems.iter().map(|m| m.approx_bytes()).sum(),
             immutable_memtables: sv.mems.len() as u64 - 1,
+            memtable_pool_bytes: self.memtable_chunks.bytes() as u64,
             cache_hits: self.tables.blocks.hits(),
             cache_misses: self.tables.blocks.misses(),
             user_bytes: user,

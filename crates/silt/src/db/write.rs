@@ -391,7 +391,7 @@ impl DbInner {
         {
             let sv = self.sv.read();
             let mem = mem_for(&sv.mems, lsn);
-            apply(mem, lsn, entries, |_| true);
+            apply(mem, lsn, entries, Some(payload), |_| true);
         }
         w.set_applied();
         if let Err(e) = appended.wait() {
@@ -619,14 +619,18 @@ impl DbInner {
     /// A new active memtable owning seqnos from `first_seqno`, with this database's
     /// options.
     pub(crate) fn new_memtable(&self, first_seqno: Seqno) -> Memtable {
-        new_memtable(&self.opts, first_seqno)
+        new_memtable(&self.opts, &self.memtable_chunks, first_seqno)
     }
 }
 
-/// A memtable owning seqnos from `first_seqno`, with the options `opts` give it (also the
-/// first one, made before the `DbInner` exists).
-pub(crate) fn new_memtable(opts: &DbBuilder, first_seqno: Seqno) -> Memtable {
-    Memtable::new(first_seqno)
+/// A memtable owning seqnos from `first_seqno`, with the options `opts` give it and its
+/// memory from `pool` (also the first one, made before the `DbInner` exists).
+pub(crate) fn new_memtable(
+    opts: &DbBuilder,
+    pool: &Arc<ChunkPool>,
+    first_seqno: Seqno,
+) -> Memtable {
+    Memtable::new_in(first_seqno, Some(pool.clone()))
         .with_scan_flush_trigger(opts.memtable_scan_flush_trigger)
         .with_bloom_bytes(opts.memtable_bloom_bytes())
 }
@@ -642,17 +646,33 @@ pub(super) fn mem_for(mems: &[Arc<Memtable>], seqno: Seqno) -> &Arc<Memtable> {
 /// each (cf, key) gets one entry. A batch already in (cf, key) order — a bulk load's — has no
 /// duplicates to drop and is inserted in that order with one splice, about two key
 /// comparisons per entry; any other goes newest first through a set of the keys seen.
+///
+/// `payload` is the log record at `seqno` when the entries were decoded from it: each entry
+/// whose value lies in it is inserted with the value's offset there, so a flush can point at
+/// the value in the log without reading the log back (`db/log_blob.rs`). Entries whose value
+/// lies elsewhere (a commit's parts) are inserted without.
 pub(super) fn apply(
     mem: &Memtable,
     seqno: Seqno,
     entries: &[batch::BatchEntry<'_>],
+    payload: Option<&[u8]>,
     keep: impl Fn(u32) -> bool,
 ) {
+    let logged = |e: &batch::BatchEntry<'_>| -> u32 {
+        let Some(p) = payload else { return 0 };
+        let (base, at) = (p.as_ptr() as usize, e.value.as_ptr() as usize);
+        match at.checked_sub(base) {
+            Some(off) if off + e.value.len() <= p.len() && !e.value.is_empty() => {
+                u32::try_from(off).map_or(0, |o| o.saturating_add(1))
+            }
+            _ => 0,
+        }
+    };
     let mut splice = Splice::default();
     if entries.len() == 1 {
         let e = &entries[0];
         if keep(e.cf) {
-            mem.insert_with(&mut splice, e.cf, e.key, seqno, e.kind, e.value);
+            mem.insert_with(&mut splice, e.cf, e.key, seqno, e.kind, e.value, logged(e));
         }
         return;
     }
@@ -662,7 +682,7 @@ pub(super) fn apply(
     if sorted {
         for e in entries {
             if keep(e.cf) {
-                mem.insert_with(&mut splice, e.cf, e.key, seqno, e.kind, e.value);
+                mem.insert_with(&mut splice, e.cf, e.key, seqno, e.kind, e.value, logged(e));
             }
         }
         return;
@@ -670,7 +690,7 @@ pub(super) fn apply(
     let mut seen = HashSet::with_capacity(entries.len());
     for e in entries.iter().rev() {
         if keep(e.cf) && seen.insert((e.cf, e.key)) {
-            mem.insert_with(&mut splice, e.cf, e.key, seqno, e.kind, e.value);
+            mem.insert_with(&mut splice, e.cf, e.key, seqno, e.kind, e.value, logged(e));
         }
     }
 }

@@ -30,7 +30,7 @@ mod bloom;
 mod skiplist;
 
 use bloom::MemBloom;
-pub(crate) use skiplist::Splice;
+pub(crate) use skiplist::{ChunkPool, Splice};
 use skiplist::{Node, SkipList};
 
 /// Orders memtable keys: column family (4 bytes, big-endian), then internal key order. A
@@ -115,7 +115,7 @@ pub(crate) struct Memtable {
     approx_bytes: AtomicU64,
     entries: AtomicU64,
     /// The length of the longest value inserted (a flush with no value this long skips
-    /// looking for its values in the log: `db/log_blob.rs`).
+    /// noting where the log holds its values: `db/log_blob.rs`).
     largest_value: AtomicU64,
     /// A read step that passes over at least this many of this memtable's entries asks for
     /// it to be flushed (0: never); see [`Memtable::note_scan`].
@@ -139,8 +139,14 @@ impl std::fmt::Debug for Memtable {
 
 impl Memtable {
     pub(crate) fn new(first_seqno: Seqno) -> Memtable {
+        Memtable::new_in(first_seqno, None)
+    }
+
+    /// [`Memtable::new`] whose memory comes from `pool` first and goes back to it when the
+    /// memtable is dropped ([`ChunkPool`]).
+    pub(crate) fn new_in(first_seqno: Seqno, pool: Option<Arc<ChunkPool>>) -> Memtable {
         Memtable {
-            list: SkipList::new(),
+            list: SkipList::new_in(pool),
             first_seqno,
             approx_bytes: AtomicU64::new(0),
             entries: AtomicU64::new(0),
@@ -200,12 +206,14 @@ impl Memtable {
     /// batch that was already flushed — keeps the first copy.
     #[cfg(test)]
     pub(crate) fn insert(&self, cf: u32, user_key: &[u8], seqno: Seqno, kind: Kind, value: &[u8]) {
-        self.insert_with(&mut Splice::default(), cf, user_key, seqno, kind, value);
+        self.insert_with(&mut Splice::default(), cf, user_key, seqno, kind, value, 0);
     }
 
     /// [`Memtable::insert`] for one of a sequence of inserts (a batch): `splice` remembers
     /// where the previous one went, so keys in order (either way) cost about two comparisons
-    /// each instead of a search. Use one `Splice` per memtable.
+    /// each instead of a search. Use one `Splice` per memtable. `logged` is where the log
+    /// holds `value`, [`MemIter::logged_at`] plus one (0: not known).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn insert_with(
         &self,
         splice: &mut Splice,
@@ -214,6 +222,7 @@ impl Memtable {
         seqno: Seqno,
         kind: Kind,
         value: &[u8],
+        logged: u32,
     ) {
         debug_assert!(seqno >= self.first_seqno);
         // The filter's line loads while the skip list searches (`bloom`, invariant B1).
@@ -237,7 +246,7 @@ impl Memtable {
             heap = v;
             &heap
         };
-        let bytes = self.list.insert(splice, kb, value);
+        let bytes = self.list.insert(splice, kb, value, logged);
         if let (Some(b), Some(h)) = (&self.bloom, h) {
             // Before this insert returns: invariant B1 of `bloom`.
             b.insert(h);
@@ -351,6 +360,13 @@ impl MemIter {
 
     fn node(&self) -> Option<&Node> {
         (!self.cur.is_null()).then(|| self.mem.list.get(self.cur))
+    }
+
+    /// Where the log holds the current entry's value: its offset in the payload of the log
+    /// record at the entry's seqno, when the commit or replay that inserted it said so
+    /// (`db::write::apply`). `None` if not known or not valid.
+    pub(crate) fn logged_at(&self) -> Option<u32> {
+        self.node().and_then(|n| n.aux().checked_sub(1))
     }
 }
 

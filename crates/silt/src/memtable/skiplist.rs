@@ -30,6 +30,7 @@ use std::cmp::Ordering;
 use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering as AO};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
@@ -60,7 +61,9 @@ pub(crate) struct Node {
     key_len: u32,
     value_len: u32,
     height: u32,
-    _pad: u32,
+    /// The caller's word about the entry, stored with it (the memtable: where the log holds
+    /// the value).
+    aux: u32,
 }
 
 impl Node {
@@ -87,6 +90,11 @@ impl Node {
         unsafe { std::slice::from_raw_parts(self.data(), self.key_len as usize) }
     }
 
+    /// The word given to [`SkipList::insert`].
+    pub(crate) fn aux(&self) -> u32 {
+        self.aux
+    }
+
     /// The value.
     pub(crate) fn value(&self) -> &[u8] {
         // SAFETY: as for `key`; the value follows the key.
@@ -105,13 +113,16 @@ impl Node {
 /// put stalls after every flush (BENCHMARKS.md).
 ///
 /// Chunks are anonymous memory mappings of their own, not `malloc`'s: a dropped memtable's
-/// chunks go back to the kernel at once (`munmap`). From `malloc`, 1 MiB blocks come from
-/// its heaps once its dynamic mmap threshold has risen past them (it rises on the first
-/// free of a mapped block), and a heap keeps freed memory resident for the next memtable
-/// and everything else (BENCHMARKS.md, issue 12, "peak RSS").
+/// chunks go back to the kernel at once (`munmap`), or to its [`ChunkPool`] for the next
+/// memtable. From `malloc`, 1 MiB blocks come from its heaps once its dynamic mmap threshold
+/// has risen past them (it rises on the first free of a mapped block), and a heap keeps
+/// freed memory resident for the next memtable and everything else (BENCHMARKS.md, issue
+/// 12, "peak RSS").
 #[derive(Default)]
 struct Arena {
     chunks: Mutex<Chunks>,
+    /// Where full-size chunks come from first and go when the arena is dropped.
+    pool: Option<Arc<ChunkPool>>,
 }
 
 #[derive(Default)]
@@ -124,9 +135,60 @@ struct Chunks {
     done: Vec<Chunk>,
 }
 
-/// Zeroed, page-aligned memory of its own mapping, unmapped on drop.
+/// Page-aligned memory of its own mapping, unmapped on drop. Zeroed when new; a chunk from
+/// a [`ChunkPool`] holds what its last list wrote.
 struct Chunk {
     map: memmap2::MmapMut,
+}
+
+/// Full-size chunks of dropped lists, kept for the next lists of the same database. A new
+/// mapping's pages are zeroed by the kernel as they are first touched: for a load of 4 KiB
+/// values that was 14–16% of the engine's CPU (`perf`, BENCHMARKS.md), paid again for every
+/// memtable. A kept chunk's pages are resident and need nothing. The pool holds at most
+/// `max` chunks (a memtable's worth, `db/write.rs`); the rest are unmapped as before. Its
+/// chunks stay resident while they wait, which raises no peak: they come from a memtable
+/// that was just flushed, and the active memtable takes them as it grows.
+pub(crate) struct ChunkPool {
+    free: Mutex<Vec<Chunk>>,
+    max: usize,
+}
+
+impl ChunkPool {
+    /// A pool that keeps up to `max_bytes` of chunks.
+    pub(crate) fn new(max_bytes: u64) -> ChunkPool {
+        ChunkPool {
+            free: Mutex::new(Vec::new()),
+            max: usize::try_from(max_bytes / CHUNK_BYTES as u64).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// Bytes of chunks waiting in the pool.
+    pub(crate) fn bytes(&self) -> usize {
+        self.free.lock().len() * CHUNK_BYTES
+    }
+
+    fn take(&self) -> Option<Chunk> {
+        self.free.lock().pop()
+    }
+
+    fn give(&self, chunks: impl Iterator<Item = Chunk>) {
+        let mut free = self.free.lock();
+        for c in chunks.filter(|c| c.len() == CHUNK_BYTES) {
+            if free.len() >= self.max {
+                break; // the rest are unmapped as they drop
+            }
+            free.push(c);
+        }
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        if let Some(pool) = &self.pool {
+            let c = self.chunks.get_mut();
+            pool.give(c.current.take().into_iter().chain(c.done.drain(..)));
+        }
+    }
 }
 
 impl Chunk {
@@ -163,7 +225,8 @@ impl Chunk {
 }
 
 impl Arena {
-    /// `bytes` bytes, 8-aligned, zeroed, valid until the arena is dropped.
+    /// `bytes` bytes, 8-aligned, valid until the arena is dropped. Not zeroed: a chunk from
+    /// the pool holds its last list's bytes.
     fn alloc(&self, bytes: usize) -> *mut u8 {
         let bytes = bytes.next_multiple_of(8).max(8);
         let mut c = self.chunks.lock();
@@ -175,7 +238,12 @@ impl Arena {
         }
         let room = c.current.as_ref().map_or(0, |k| k.len() - c.used);
         if room < bytes {
-            if let Some(full) = c.current.replace(Chunk::new(CHUNK_BYTES)) {
+            let fresh = self
+                .pool
+                .as_ref()
+                .and_then(|p| p.take())
+                .unwrap_or_else(|| Chunk::new(CHUNK_BYTES));
+            if let Some(full) = c.current.replace(fresh) {
                 c.done.push(full);
             }
             c.used = 0;
@@ -250,9 +318,18 @@ unsafe impl<O: KeyOrder> Send for SkipList<O> {}
 unsafe impl<O: KeyOrder> Sync for SkipList<O> {}
 
 impl<O: KeyOrder> SkipList<O> {
+    #[cfg(test)]
     pub(crate) fn new() -> SkipList<O> {
-        let arena = Arena::default();
-        let head = Self::alloc_node(&arena, MAX_HEIGHT, &[], &[]).0;
+        SkipList::new_in(None)
+    }
+
+    /// An empty list whose arena takes chunks from `pool` and gives them back when dropped.
+    pub(crate) fn new_in(pool: Option<Arc<ChunkPool>>) -> SkipList<O> {
+        let arena = Arena {
+            chunks: Mutex::default(),
+            pool,
+        };
+        let head = Self::alloc_node(&arena, MAX_HEIGHT, &[], &[], 0).0;
         SkipList {
             head,
             height: AtomicUsize::new(1),
@@ -262,10 +339,17 @@ impl<O: KeyOrder> SkipList<O> {
     }
 
     /// Allocates a node with a null tower; returns it and its size in bytes.
-    fn alloc_node(arena: &Arena, height: usize, key: &[u8], value: &[u8]) -> (*const Node, usize) {
+    fn alloc_node(
+        arena: &Arena,
+        height: usize,
+        key: &[u8],
+        value: &[u8],
+        aux: u32,
+    ) -> (*const Node, usize) {
         let bytes = HEADER_BYTES + height * 8 + key.len() + value.len();
         let p = arena.alloc(bytes);
-        // SAFETY: `p` is 8-aligned, zeroed (null links) and `bytes` long.
+        // SAFETY: `p` is 8-aligned and `bytes` long; the tower is made null here (the
+        // arena's memory may hold an earlier list's bytes).
         unsafe {
             ptr::write(
                 p as *mut Node,
@@ -273,9 +357,10 @@ impl<O: KeyOrder> SkipList<O> {
                     key_len: key.len() as u32,
                     value_len: value.len() as u32,
                     height: height as u32,
-                    _pad: 0,
+                    aux,
                 },
             );
+            ptr::write_bytes(p.add(HEADER_BYTES), 0, height * 8);
             let data = p.add(HEADER_BYTES + height * 8);
             ptr::copy_nonoverlapping(key.as_ptr(), data, key.len());
             ptr::copy_nonoverlapping(value.as_ptr(), data.add(key.len()), value.len());
@@ -345,9 +430,10 @@ impl<O: KeyOrder> SkipList<O> {
         }
     }
 
-    /// Inserts `key` with `value`, using and updating `splice` (fresh or from a previous insert
-    /// into this list). Returns the bytes allocated, or 0 if an equal key was present.
-    pub(crate) fn insert(&self, splice: &mut Splice, key: &[u8], value: &[u8]) -> usize {
+    /// Inserts `key` with `value` and `aux` (kept beside them, [`Node::aux`]), using and
+    /// updating `splice` (fresh or from a previous insert into this list). Returns the bytes
+    /// allocated, or 0 if an equal key was present.
+    pub(crate) fn insert(&self, splice: &mut Splice, key: &[u8], value: &[u8], aux: u32) -> usize {
         let height = random_height();
         let cur = self.height.load(AO::Relaxed);
         if height > cur {
@@ -403,7 +489,7 @@ impl<O: KeyOrder> SkipList<O> {
             splice.last = ptr::null();
             return 0;
         }
-        let (x, bytes) = Self::alloc_node(&self.arena, height, key, value);
+        let (x, bytes) = Self::alloc_node(&self.arena, height, key, value, aux);
         let xn = self.node(x);
         for i in 0..height {
             loop {
@@ -538,8 +624,53 @@ mod tests {
     /// Every allocation is zeroed, 8-aligned and its own: sizes that fill chunks unevenly,
     /// cross into new chunks and take oversized mappings of their own, each filled with its
     /// own byte, all intact at the end.
+    /// A list's chunks go to its pool when it is dropped (up to the pool's size), the next
+    /// list takes them, and its entries read back exactly: a node made in a used chunk has
+    /// its own header and null links, not the last list's bytes.
     #[test]
-    fn arena_allocations_are_zeroed_aligned_and_disjoint() {
+    fn a_dropped_lists_chunks_are_reused_by_the_next_list() {
+        let pool = Arc::new(ChunkPool::new(4 * CHUNK_BYTES as u64));
+        let fill = |tag: u8, n: u32| {
+            let l = SkipList::<Bytes>::new_in(Some(pool.clone()));
+            let mut s = Splice::default();
+            let mut want = Vec::new();
+            for i in 0..n {
+                // Descending then ascending runs, so towers of every height are made.
+                let k = format!("{:08}-{tag}", (i * 7919) % n).into_bytes();
+                l.insert(&mut s, &k, &[tag; 900], i);
+                want.push(k);
+            }
+            want.sort();
+            want.dedup();
+            (l, want)
+        };
+        let (a, _) = fill(1, 12_000); // about 11 MB: six chunks
+        assert_eq!(pool.bytes(), 0);
+        drop(a);
+        assert_eq!(
+            pool.bytes(),
+            4 * CHUNK_BYTES,
+            "the pool keeps at most its size"
+        );
+        let (b, want) = fill(2, 3_000); // under 3 MB: two of the pool's chunks
+        assert_eq!(pool.bytes(), 2 * CHUNK_BYTES);
+        assert_eq!(collect(&b), want);
+        let mut back = want.clone();
+        back.reverse();
+        assert_eq!(collect_back(&b), back);
+        let mut n = b.first();
+        while !n.is_null() {
+            let node = b.get(n);
+            assert_eq!(node.value(), &[2u8; 900][..]);
+            n = b.next(n);
+        }
+        for k in &want {
+            assert_eq!(b.get(b.seek_ge(k)).key(), &k[..]);
+        }
+    }
+
+    #[test]
+    fn arena_allocations_are_aligned_and_disjoint() {
         let arena = Arena::default();
         let sizes = [
             1,
@@ -559,7 +690,6 @@ mod tests {
                 assert_eq!(p as usize % 8, 0, "8-aligned");
                 // SAFETY: `alloc` returned `n` bytes valid until `arena` is dropped.
                 let bytes = unsafe { std::slice::from_raw_parts_mut(p, n) };
-                assert!(bytes.iter().all(|&b| b == 0), "zeroed");
                 let tag = (round * sizes.len() + i) as u8 | 1;
                 bytes.fill(tag);
                 held.push((p, n, tag));
@@ -635,7 +765,7 @@ mod tests {
                 let mut s = Splice::default();
                 for k in keys {
                     let v = [k.len() as u8; 3];
-                    let added = l.insert(&mut s, &k, &v) > 0;
+                    let added = l.insert(&mut s, &k, &v, 0) > 0;
                     prop_assert_eq!(added, model.insert(k.clone()), "insert {:?}", k);
                 }
             }
@@ -703,7 +833,7 @@ mod tests {
                             };
                             // Key space shared by threads t and t ^ 1.
                             let key = ((t / 2) << 32 | k).to_be_bytes();
-                            if l.insert(&mut s, &key, &key) > 0 {
+                            if l.insert(&mut s, &key, &key, 0) > 0 {
                                 added += 1;
                             }
                         }
@@ -753,7 +883,7 @@ mod tests {
         let l = Arc::new(SkipList::<Bytes>::new());
         let mut s = Splice::default();
         for i in 0..N {
-            l.insert(&mut s, &(4 * i).to_be_bytes(), b"");
+            l.insert(&mut s, &(4 * i).to_be_bytes(), b"", 0);
         }
         let progress = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let writer = {
@@ -762,7 +892,7 @@ mod tests {
                 let mut s = Splice::default();
                 for i in 0..N {
                     progress.store(i, AO::Relaxed);
-                    l.insert(&mut s, &(4 * i + 1).to_be_bytes(), b"");
+                    l.insert(&mut s, &(4 * i + 1).to_be_bytes(), b"", 0);
                 }
                 progress.store(N, AO::Relaxed);
             })
@@ -787,8 +917,8 @@ mod tests {
         let l = SkipList::<Bytes>::new();
         let big = vec![7u8; CHUNK_BYTES];
         let mut s = Splice::default();
-        assert!(l.insert(&mut s, b"b", &big) >= CHUNK_BYTES);
-        assert!(l.insert(&mut s, b"a", b"small") > 0);
+        assert!(l.insert(&mut s, b"b", &big, 0) >= CHUNK_BYTES);
+        assert!(l.insert(&mut s, b"a", b"small", 0) > 0);
         assert_eq!(l.get(l.seek_ge(b"b")).value(), &big[..]);
         assert_eq!(collect(&l), vec![b"a".to_vec(), b"b".to_vec()]);
     }

@@ -36,19 +36,22 @@ pub(crate) struct LogValue {
     /// The value's offset in the segment file.
     pub(crate) offset: u64,
     pub(crate) len: u32,
-    /// CRC-32C of the value's bytes in the log.
+    /// CRC-32C of the value's bytes (the memtable's copy, which the log holds too).
     pub(crate) crc: u32,
 }
 
-/// The values of one column family a flush may point at: [`log_value_key`] of `(user key,
-/// seqno)` → where the log holds the value that entry put. Two entries whose keys collide
-/// share a slot: harmless, because a pointer is made only when the noted length and crc32c
-/// are the entry's value's, that is, when the log holds exactly that value.
+/// The values of one column family a flush may point at: [`log_value_key`] of the value's
+/// bytes in the flushed memtable → where the log holds them. The key is exact: each entry's
+/// value has its own place in the memtable's arena, which the flush holds until its outputs
+/// are written. A value passed to the output from anywhere else (a copy) finds nothing and
+/// is copied into the blob file.
 pub(crate) type LogValues = HashMap<u64, LogValue, std::hash::BuildHasherDefault<PassThrough>>;
 
-/// The [`LogValues`] key of the entry `(user_key, seqno)`: a 64-bit hash of both.
-pub(crate) fn log_value_key(user_key: &[u8], seqno: u64) -> u64 {
-    xxhash_rust::xxh3::xxh3_64_with_seed(user_key, seqno)
+/// The [`LogValues`] key of `value`, a slice of a memtable entry's value: its address times
+/// an odd constant. That is a bijection, so keys stay exact, and it spreads the address's
+/// bits over the whole word for the table, which [`PassThrough`] hands the key unchanged.
+pub(crate) fn log_value_key(value: &[u8]) -> u64 {
+    (value.as_ptr() as usize as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// The hasher of keys that are hashes already ([`LogValues`]): passes a `u64` through.
@@ -109,7 +112,7 @@ impl Output {
         };
         match p.kind {
             Kind::Put | Kind::PutTtl if self.sep.threshold.is_some_and(|t| body.len() >= t) => {
-                let ptr = match self.log_pointer(p.user_key, p.seqno, body) {
+                let ptr = match self.log_pointer(body) {
                     Some(ptr) => ptr,
                     None => self.blob_writer()?.add(p.user_key, body)?,
                 };
@@ -154,15 +157,11 @@ impl Output {
         }
     }
 
-    /// A log pointer to `value` if the flush found this entry's value in a linked segment
-    /// and the log's bytes there are `value`'s (same length and crc32c).
-    fn log_pointer(&self, user_key: &[u8], seqno: u64, value: &[u8]) -> Option<BlobPointer> {
-        let at = self
-            .sep
-            .log
-            .as_ref()?
-            .get(&log_value_key(user_key, seqno))?;
-        if at.len as usize != value.len() || crc32c::crc32c(value) != at.crc {
+    /// A log pointer to `value` if the flush noted where the log holds these very bytes (a
+    /// slice of the memtable it flushes) in a segment it linked.
+    fn log_pointer(&self, value: &[u8]) -> Option<BlobPointer> {
+        let at = self.sep.log.as_ref()?.get(&log_value_key(value))?;
+        if at.len as usize != value.len() {
             return None;
         }
         Some(BlobPointer {
