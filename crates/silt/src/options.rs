@@ -230,11 +230,15 @@ impl DbBuilder {
         self
     }
 
-    /// A blob file whose share of values no table points at any more (overwritten or
-    /// deleted) reaches this ratio is collected: compactions copy its live values to new
-    /// blob files, and when nothing else needs compacting the tables pointing into it are
-    /// compacted for that alone. Bounds a blob file's space amplification to
-    /// `1 / (1 - ratio)`. Default 0.5 (2×); clamped to 0.05..=1.0 (1.0: never collect).
+    /// When the share of blob files' value bytes that no table points at any more
+    /// (overwritten or deleted values) reaches this ratio over all blob files, they are
+    /// collected, the files with the most garbage first: compactions copy the live values
+    /// of files at or above the ratio to new blob files, and when nothing else needs
+    /// compacting the tables pointing into the file with the most garbage are compacted for
+    /// that alone, until the share is below the ratio again. Bounds the blob files' space
+    /// amplification to `1 / (1 - ratio)` overall (one file may hold more garbage while
+    /// others hold less: collecting the emptiest files first copies the fewest live values).
+    /// Default 0.5 (2×); clamped to 0.05..=1.0 (1.0: never collect).
     pub fn blob_gc_garbage_ratio(mut self, ratio: f64) -> Self {
         self.blob_gc_garbage_ratio = if ratio.is_nan() {
             0.5

@@ -231,7 +231,8 @@ fn scan_compaction(
     None
 }
 
-/// When no level needs compacting: a job for the blob file with the most garbage at or
+/// When no level needs compacting and the blob files are due for collection
+/// ([`Version::blob_collection_due`]): a job for the blob file with the most garbage at or
 /// above `shape.blob_gc_ratio`. It compacts one table pointing into that file (all of
 /// level 0 for a level-0 table; the table alone, in place, at the last level), and the
 /// outputs relocate the values it still points at (`docs/format/vlog.md`).
@@ -241,7 +242,7 @@ fn blob_collection(
     pointers: &Pointers,
     busy: &HashSet<u64>,
 ) -> Option<Job> {
-    if shape.blob_gc_ratio >= 1.0 {
+    if !version.blob_collection_due(shape.blob_gc_ratio) {
         return None;
     }
     let mut due: Vec<(f64, u64)> = version

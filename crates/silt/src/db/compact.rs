@@ -287,14 +287,13 @@ impl DbInner {
     /// when the last version naming it goes (version invariant 3).
     fn compaction_separation(&self, job: &Job) -> (Separation, Arc<SuperVersion>) {
         let sv = self.super_version();
+        let ratio = self.opts.blob_gc_garbage_ratio;
+        let due = sv.version.blob_collection_due(ratio);
         let relocate = sv
             .version
             .blobs
             .values()
-            .filter(|b| {
-                b.garbage_ratio() >= self.opts.blob_gc_garbage_ratio
-                    && self.opts.blob_gc_garbage_ratio < 1.0
-            })
+            .filter(|b| (due && b.garbage_ratio() >= ratio) || job.collect_blob == Some(b.meta.id))
             .map(|b| (b.meta.id, b.meta.clone()))
             .collect();
         let sep = Separation {

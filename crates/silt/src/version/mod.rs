@@ -96,6 +96,25 @@ pub(crate) struct Version {
 }
 
 impl Version {
+    /// Whether blob files are due for collection at garbage ratio `ratio`: their garbage
+    /// (value bytes no table points at) is at least `ratio` of all their value bytes. The
+    /// bound is on the files together, not each: collection then takes the files with the
+    /// most garbage first, which copies the fewest live values per byte reclaimed (the
+    /// greedy cleaner of log-structured file systems), and a burst of overwrites does not
+    /// copy values into new files that the next overwrites make garbage again.
+    pub(crate) fn blob_collection_due(&self, ratio: f64) -> bool {
+        if ratio >= 1.0 {
+            return false;
+        }
+        let (mut garbage, mut total) = (0u64, 0u64);
+        for b in self.blobs.values() {
+            let v = b.meta.value_bytes;
+            garbage += v - b.live_bytes().min(v);
+            total += v;
+        }
+        total > 0 && garbage as f64 >= ratio * total as f64
+    }
+
     /// The value a `Blob` entry of `user_key` points at (`pointer` is the entry's value).
     pub(crate) fn read_blob(&self, user_key: &[u8], pointer: &[u8]) -> Result<Vec<u8>> {
         let bad = |reason: &str| crate::error::Error::Corruption {
