@@ -19,7 +19,8 @@ pub(crate) struct Shape {
     pub(crate) base_bytes: u64,
     /// Each level's target is this times the one above.
     pub(crate) ratio: u64,
-    /// A blob file with at least this share of garbage is collected (1.0: never).
+    /// Blob files are collected once they together hold this share of garbage, each file
+    /// at or above it, the most garbage first (`Version::blob_collection_due`; 1.0: never).
     pub(crate) blob_gc_ratio: f64,
     /// Level 0 compacts early once reads passed over this many times the entries the job
     /// would read (0: never; `scan_compaction`).

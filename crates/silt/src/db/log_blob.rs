@@ -145,8 +145,9 @@ impl DbInner {
         if linked.is_empty() {
             return Ok(out);
         }
+        let owner: Arc<dyn std::any::Any + Send + Sync> = mem.clone();
         for (cf, notes) in notes {
-            let values: LogValues = notes
+            let map: HashMap<u64, LogValue, _> = notes
                 .into_iter()
                 .filter_map(|(k, n)| {
                     let blob = *linked.get(&n.segment)?;
@@ -161,8 +162,10 @@ impl DbInner {
                     ))
                 })
                 .collect();
-            if !values.is_empty() {
-                out.values.insert(cf, Arc::new(values));
+            if !map.is_empty() {
+                let owner = owner.clone();
+                out.values
+                    .insert(cf, Arc::new(LogValues { map, _owner: owner }));
             }
         }
         Ok(out)

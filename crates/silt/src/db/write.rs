@@ -663,7 +663,10 @@ pub(super) fn apply(
         let (base, at) = (p.as_ptr() as usize, e.value.as_ptr() as usize);
         match at.checked_sub(base) {
             Some(off) if off + e.value.len() <= p.len() && !e.value.is_empty() => {
-                u32::try_from(off).map_or(0, |o| o.saturating_add(1))
+                u32::try_from(off)
+                    .ok()
+                    .and_then(|o| o.checked_add(1))
+                    .unwrap_or(0)
             }
             _ => 0,
         }

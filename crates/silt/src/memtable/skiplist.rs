@@ -629,9 +629,6 @@ mod tests {
     use std::collections::BTreeSet;
     use std::sync::Arc;
 
-    /// Every allocation is zeroed, 8-aligned and its own: sizes that fill chunks unevenly,
-    /// cross into new chunks and take oversized mappings of their own, each filled with its
-    /// own byte, all intact at the end.
     /// A list's chunks go to its pool when it is dropped (up to the pool's size), the next
     /// list takes them, and its entries read back exactly: a node made in a used chunk has
     /// its own header and null links, not the last list's bytes.
@@ -679,6 +676,16 @@ mod tests {
         while !n.is_null() {
             let node = b.get(n);
             assert_eq!(node.value(), &[2u8; 900][..]);
+            // `aux` is the insert's index i, whose key was (i * 7919) % 3000.
+            let k: u32 = std::str::from_utf8(&node.key()[..8])
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert_eq!(
+                (node.aux() * 7919) % 3_000,
+                k,
+                "a header left from the last list"
+            );
             n = b.next(n);
         }
         for k in &want {
@@ -686,6 +693,9 @@ mod tests {
         }
     }
 
+    /// Every allocation is 8-aligned and its own: sizes that fill chunks unevenly, cross
+    /// into new chunks and take oversized mappings of their own, each filled with its own
+    /// byte, all intact at the end.
     #[test]
     fn arena_allocations_are_aligned_and_disjoint() {
         let arena = Arena::default();

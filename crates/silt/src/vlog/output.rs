@@ -42,16 +42,31 @@ pub(crate) struct LogValue {
 
 /// The values of one column family a flush may point at: [`log_value_key`] of the value's
 /// bytes in the flushed memtable → where the log holds them. The key is exact: each entry's
-/// value has its own place in the memtable's arena, which the flush holds until its outputs
-/// are written. A value passed to the output from anywhere else (a copy) finds nothing and
-/// is copied into the blob file.
-pub(crate) type LogValues = HashMap<u64, LogValue, std::hash::BuildHasherDefault<PassThrough>>;
+/// value has its own place in the memtable's arena, and `_owner` (the memtable) keeps that
+/// memory from being freed or reused while the map exists. A value passed to the output from
+/// anywhere else (a copy) finds nothing and is copied into the blob file.
+pub(crate) struct LogValues {
+    pub(crate) map: HashMap<u64, LogValue, std::hash::BuildHasherDefault<PassThrough>>,
+    /// What holds the memory the keys are addresses in (held, never read).
+    pub(crate) _owner: Arc<dyn std::any::Any + Send + Sync>,
+}
 
-/// The [`LogValues`] key of `value`, a slice of a memtable entry's value: its address times
-/// an odd constant. That is a bijection, so keys stay exact, and it spreads the address's
-/// bits over the whole word for the table, which [`PassThrough`] hands the key unchanged.
+impl std::fmt::Debug for LogValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogValues")
+            .field("values", &self.map.len())
+            .finish()
+    }
+}
+
+/// The [`LogValues`] key of `value`, a slice of a memtable entry's value: its address,
+/// mixed (a multiply by an odd constant, then the high half folded into the low one). Both
+/// steps are bijections, so keys stay exact; the fold matters because the table picks a
+/// bucket from the low bits, which a multiply alone leaves depending on the address's low
+/// bits only (and values at one offset of 2 MiB-aligned chunks share those).
 pub(crate) fn log_value_key(value: &[u8]) -> u64 {
-    (value.as_ptr() as usize as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    let x = (value.as_ptr() as usize as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^ (x >> 32)
 }
 
 /// The hasher of keys that are hashes already ([`LogValues`]): passes a `u64` through.
@@ -160,7 +175,7 @@ impl Output {
     /// A log pointer to `value` if the flush noted where the log holds these very bytes (a
     /// slice of the memtable it flushes) in a segment it linked.
     fn log_pointer(&self, value: &[u8]) -> Option<BlobPointer> {
-        let at = self.sep.log.as_ref()?.get(&log_value_key(value))?;
+        let at = self.sep.log.as_ref()?.map.get(&log_value_key(value))?;
         if at.len as usize != value.len() {
             return None;
         }
