@@ -408,6 +408,42 @@ fn transact_retries_conflicts_until_the_closure_commits() {
 /// A transaction larger than one log record (64 KiB segments here) is written as parts
 /// and a commit record: it commits atomically, survives flushes that run meanwhile and a
 /// reopen; one that fails its check after writing its parts leaves nothing.
+/// A transaction in parts whose commit fails its first check has put its part records in
+/// the log, and no writer completes after them. A flush forced right then must still
+/// return: its boundary lies past those parts, and `visible` has to reach it without a
+/// later writer (it waited forever, once in `a_transaction_too_large_…` below).
+#[test]
+fn a_flush_right_after_a_failed_commit_in_parts_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::builder(dir.path())
+        .wal_segment_bytes(64 << 10)
+        .open()
+        .unwrap();
+    db.put(b"conflict", b"0").unwrap();
+    let mut loser = db.begin(TxnOptions::default());
+    for i in 0..1000u32 {
+        loser
+            .put(format!("lost{i:06}").as_bytes(), &[7u8; 300])
+            .unwrap();
+    }
+    loser.put(b"conflict", b"loser").unwrap();
+    db.put(b"conflict", b"winner").unwrap();
+    assert!(matches!(loser.commit(), Err(Error::Conflict { .. })));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let flusher = {
+        let db = db.clone();
+        std::thread::spawn(move || tx.send(db.flush()).unwrap())
+    };
+    let r = rx.recv_timeout(std::time::Duration::from_secs(30));
+    assert!(matches!(r, Ok(Ok(()))), "the flush did not return: {r:?}");
+    flusher.join().unwrap();
+    assert_eq!(
+        db.get(b"conflict").unwrap().as_deref(),
+        Some(&b"winner"[..])
+    );
+    assert_eq!(db.prefix(b"lost").count(), 0);
+}
+
 #[test]
 fn a_transaction_too_large_for_one_record_commits_in_parts() {
     let fs = SimFs::new();

@@ -427,11 +427,7 @@ impl DbInner {
         w.set_applied();
         let mut f = self.inflight.lock();
         f.writers.remove(&w.reg_key());
-        let v = match f.writers.keys().next() {
-            Some((r0, _)) => *r0,
-            None => self.wal.reserved_lsn(),
-        };
-        self.visible.fetch_max(v, SeqCst);
+        self.advance_visible(&f);
         // Reuse the slot only if no validating transaction still looks at it: clones are
         // taken under this lock, so the count cannot grow behind our back.
         if Arc::strong_count(&w) == 1 && f.spare.len() < 64 {
@@ -439,6 +435,19 @@ impl DbInner {
             w.applied.store(false, SeqCst);
             f.spare.push(w);
         }
+    }
+
+    /// Moves `visible` to the oldest writer still registered, or with none to the log's
+    /// reservation watermark. `f` is the locked in-flight set: a writer registers under
+    /// that lock at the watermark it reads there, so none can hold an LSN below the value
+    /// taken. Reservations no writer holds are a transaction's part records, which carry
+    /// nothing to apply (the commit record applies them).
+    fn advance_visible(&self, f: &Inflight) {
+        let v = match f.writers.keys().next() {
+            Some((r0, _)) => *r0,
+            None => self.wal.reserved_lsn(),
+        };
+        self.visible.fetch_max(v, SeqCst);
     }
 
     /// Waits until every writer with an LSN below `below` has applied its entries (W5),
@@ -487,6 +496,13 @@ impl DbInner {
                 std::hint::spin_loop();
             } else {
                 std::thread::yield_now();
+            }
+            // `visible` moves when a writer completes. When the last reservations below
+            // `v` were part records of a transaction that then failed its first check, no
+            // writer completes after them: look at the in-flight set ourselves, now and
+            // then (a flush forced right after such a commit waited forever).
+            if spins % 1024 == 1023 {
+                self.advance_visible(&self.inflight.lock());
             }
             spins = spins.saturating_add(1);
             if spins > 1_000_000 && self.poisoned.load(SeqCst) {
