@@ -90,12 +90,11 @@ impl DbInner {
                 let Some((value, rec_start, note)) = noted else {
                     continue;
                 };
+                let end = note.offset + u64::from(note.len);
                 let seg = segments.entry(note.segment).or_default();
-                let (from, to) = seg
-                    .span
-                    .get_or_insert((rec_start, note.offset + u64::from(note.len)));
+                let (from, to) = seg.span.get_or_insert((rec_start, end));
                 *from = (*from).min(rec_start);
-                *to = (*to).max(note.offset + u64::from(note.len));
+                *to = (*to).max(end);
                 seg.bytes += u64::from(note.len);
                 seg.records += 1;
                 notes.entry(cf).or_default().insert(value, note);

@@ -286,6 +286,10 @@ impl DbInner {
         let (txn, pin) = self.write_parts(&chunks[..chunks.len() - 1])?;
         if let Err(e) = before_commit() {
             self.log_pins.lock().remove(&pin);
+            // The parts' reservations have no writer, and none will complete after them
+            // now: move `visible` past them here, or a flush whose boundary lies past them
+            // waits for ever.
+            self.advance_visible(&self.inflight.lock());
             return Err(e);
         }
         let last = chunks.last().expect("at least two chunks");
@@ -496,13 +500,6 @@ impl DbInner {
                 std::hint::spin_loop();
             } else {
                 std::thread::yield_now();
-            }
-            // `visible` moves when a writer completes. When the last reservations below
-            // `v` were part records of a transaction that then failed its first check, no
-            // writer completes after them: look at the in-flight set ourselves, now and
-            // then (a flush forced right after such a commit waited forever).
-            if spins % 1024 == 1023 {
-                self.advance_visible(&self.inflight.lock());
             }
             spins = spins.saturating_add(1);
             if spins > 1_000_000 && self.poisoned.load(SeqCst) {

@@ -183,8 +183,7 @@ impl ChunkPool {
         let mut free = self.free.lock();
         free.extend(given);
         // The surplus is unmapped as it drops (outside the lock).
-        let keep = limit.min(free.len());
-        let surplus = free.split_off(keep);
+        let surplus = free.split_off(limit);
         drop(free);
         drop(surplus);
     }
