@@ -330,6 +330,14 @@ impl DbInner {
             let (entries, done) = match record {
                 batch::Record::Batch(entries) => (entries, Vec::new()),
                 batch::Record::Part { txn, index, .. } => {
+                    // A transaction whose first part lies before the log start was either
+                    // committed and flushed (its pin held the log start at its first part
+                    // until then, T4, so its commit record lies before the start too) or
+                    // never committed (its commit failed and unpinned it): its later parts
+                    // are dead. A commit record naming it would still fail below.
+                    if txn < log_start {
+                        continue;
+                    }
                     let seen = parts.entry(txn).or_default();
                     if seen.len() != index as usize {
                         return Err(corrupt(
