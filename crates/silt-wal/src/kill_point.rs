@@ -21,6 +21,11 @@ mod armed {
     pub(super) static NTH: AtomicU64 = AtomicU64::new(0);
     pub(super) static HITS: AtomicU64 = AtomicU64::new(0);
     pub(super) static RNG: AtomicU64 = AtomicU64::new(0);
+    /// The test hook of [`super::set_hook`].
+    #[allow(clippy::type_complexity)]
+    pub(super) static HOOK: std::sync::RwLock<
+        Option<std::sync::Arc<dyn Fn(&'static str) + Send + Sync>>,
+    > = std::sync::RwLock::new(None);
 
     /// splitmix64 over a shared counter: good enough to pick kill points, and lock-free.
     pub(super) fn next_random() -> u64 {
@@ -77,12 +82,28 @@ pub fn hits() -> u64 {
     0
 }
 
+/// A function a test runs at every kill point reached, with the point's name, before the
+/// kill check: to pause a thread there, or act between two steps the engine otherwise runs
+/// back to back, and so make a rare interleaving happen every time. The hook is process-wide:
+/// a test that sets one runs alone in its test binary. `None` removes it.
+#[cfg(feature = "kill-points")]
+pub fn set_hook(hook: Option<std::sync::Arc<dyn Fn(&'static str) + Send + Sync>>) {
+    *armed::HOOK.write().unwrap_or_else(|p| p.into_inner()) = hook;
+}
+
 /// A kill point named `name`: see the module documentation.
 #[inline(always)]
 pub fn hit(name: &'static str) {
     #[cfg(feature = "kill-points")]
     {
         use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+        let hook = armed::HOOK
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(hook) = hook {
+            hook(name);
+        }
         let nth = armed::NTH.load(Relaxed);
         if nth != 0 {
             let h = armed::HITS.fetch_add(1, SeqCst) + 1;

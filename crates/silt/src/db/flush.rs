@@ -244,6 +244,7 @@ impl DbInner {
             };
             wrote.and(synced)
         })?;
+        crate::kill_point::hit("flush: tables written and log synced, before the manifest edit");
         let log_start = self.log_start_for(boundary);
         edits.push(Edit::LogStart(log_start));
         edits.push(Edit::NextTableId(self.next_table_id.load(SeqCst)));
@@ -291,7 +292,6 @@ impl DbInner {
             Edit::AddTable { meta, .. } => Some(meta.id),
             _ => None,
         }));
-        crate::kill_point::hit("flush: tables written and log synced, before the manifest edit");
         let r = st.manifest.log_and_apply(edits);
         let r = match r {
             Ok(()) => {

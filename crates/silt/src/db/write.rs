@@ -334,6 +334,7 @@ impl DbInner {
             .map_err(wal_err)
             .map_err(unpin)?;
         for (i, p) in parts.iter().enumerate().skip(1) {
+            crate::kill_point::hit("commit: a part record written, more to come");
             let rec = batch::encode_txn_record(batch::TAG_PART, txn, i as u32, p);
             self.wal
                 .append_with(&rec, no_sync)
