@@ -20,9 +20,33 @@ struct TermPart {
     retries: BTreeMap<TxKind, u64>,
     /// The last retryable error per type, to show what the aborts were.
     last_retry: BTreeMap<TxKind, String>,
+    /// Per type, the retryable errors counted by cause (`retry_cause`).
+    causes: BTreeMap<TxKind, BTreeMap<String, u64>>,
     rollbacks: u64,
     start: Instant,
     end: Instant,
+}
+
+/// A retryable error's cause, to count: its message with the key left out (an engine's
+/// message names the key as `0x` and hex digits), so that conflicts of one kind on one
+/// table count together.
+fn retry_cause(e: &str) -> String {
+    let mut out = String::with_capacity(e.len());
+    let mut rest = e;
+    while let Some(i) = rest.find("0x") {
+        out.push_str(&rest[..i]);
+        let hex = rest[i + 2..]
+            .find(|c: char| !c.is_ascii_hexdigit())
+            .unwrap_or(rest.len() - i - 2);
+        if hex == 0 {
+            out.push_str("0x");
+        } else {
+            out.push_str("0x…");
+        }
+        rest = &rest[i + 2 + hex..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn exec(db: &dyn TpccDb, x: &Input) -> Result<bool, TxError> {
@@ -51,6 +75,7 @@ fn terminal(
         done: BTreeMap::new(),
         retries: BTreeMap::new(),
         last_retry: BTreeMap::new(),
+        causes: BTreeMap::new(),
         rollbacks: 0,
         start: Instant::now(),
         end: Instant::now(),
@@ -69,6 +94,12 @@ fn terminal(
                 Ok(rb) => break rb,
                 Err(TxError::Retry(e)) => {
                     *part.retries.entry(kind).or_default() += 1;
+                    *part
+                        .causes
+                        .entry(kind)
+                        .or_default()
+                        .entry(retry_cause(&e))
+                        .or_default() += 1;
                     part.last_retry.insert(kind, e);
                     if Instant::now() >= deadline {
                         break 'run; // unfinished at the end: not counted
@@ -221,7 +252,11 @@ pub(super) fn cell(spec: &CellSpec) -> Result<EngineResult, String> {
         let mut done = 0;
         let mut retries = 0;
         let mut last_retry = None;
+        let mut causes: BTreeMap<String, u64> = BTreeMap::new();
         for p in &parts {
+            for (c, n) in p.causes.get(&k).into_iter().flatten() {
+                *causes.entry(c.clone()).or_default() += n;
+            }
             if let Some(e) = p.last_retry.get(&k) {
                 last_retry = Some(e.clone());
             }
@@ -248,6 +283,7 @@ pub(super) fn cell(spec: &CellSpec) -> Result<EngineResult, String> {
                 "p99_us": q(0.99),
                 "max_us": (!h.is_empty()).then(|| h.max() as f64 / 1000.0),
                 "last_retry_error": last_retry,
+                "retry_causes": causes,
             }),
         );
     }
@@ -300,4 +336,24 @@ pub(super) fn cell(spec: &CellSpec) -> Result<EngineResult, String> {
         r.db_alloc_bytes = Some(alloc);
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::retry_cause;
+
+    #[test]
+    fn a_retry_cause_leaves_the_key_out() {
+        assert_eq!(
+            retry_cause(
+                "transaction conflict (write-write conflict) on key 0x00000001000000070a in \
+                 column family \"district\"; nothing was written"
+            ),
+            "transaction conflict (write-write conflict) on key 0x… in column family \
+             \"district\"; nothing was written"
+        );
+        assert_eq!(retry_cause("busy 0x"), "busy 0x");
+        assert_eq!(retry_cause("a 0xAB and 0x12"), "a 0x… and 0x…");
+        assert_eq!(retry_cause("no key"), "no key");
+    }
 }
