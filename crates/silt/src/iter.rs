@@ -37,22 +37,18 @@ use crate::key::cmp_internal;
 
 /// Merges sorted children into one sorted cursor (both directions).
 ///
-/// With the few children an LSM read has (memtables, level-0 tables, one per deeper level)
-/// a linear scan for the smallest or largest child is as fast as a heap and simpler to get
-/// right when the direction changes.
-///
-/// A step usually moves within one child (a run of a memtable's or a table's entries), so
-/// the scan also keeps the runner-up: the best of the children the cursor is not on. While
-/// the moved child still sorts strictly before the runner-up it stays current, and the step
-/// costs one comparison instead of a scan of every child. This holds because only the
-/// current child moves in a step: the others, and so the runner-up among them, are where
-/// the last scan found them.
+/// The valid children are kept in `order`, best first in the direction of travel (smallest
+/// key going forward, largest going back; among equal keys the lowest index, in both
+/// directions). A step moves only the front child, so only it can be out of place: it goes
+/// back into the order by comparing it with the children after it until one is better.
+/// A step within one child's run (a memtable's or a table's entries) costs one comparison;
+/// a step where two children alternate, as a walk over deletes and the values they hide
+/// does, about two, where a scan of every child cost one or two per child. Seeks and turns
+/// sort the order anew (insertion sort: an LSM read has few children).
 pub(crate) struct MergingIter {
     children: Vec<Box<dyn InternalIterator>>,
-    current: Option<usize>,
-    /// The best valid child other than `current` in the present direction (smallest going
-    /// forward, largest going back), as of the last scan; `None` when there is none.
-    runner_up: Option<usize>,
+    /// The valid children, best first in the present direction; the cursor is on the first.
+    order: Vec<usize>,
     forward: bool,
     error: Option<Error>,
 }
@@ -60,9 +56,8 @@ pub(crate) struct MergingIter {
 impl MergingIter {
     pub(crate) fn new(children: Vec<Box<dyn InternalIterator>>) -> MergingIter {
         MergingIter {
+            order: Vec::with_capacity(children.len()),
             children,
-            current: None,
-            runner_up: None,
             forward: true,
             error: None,
         }
@@ -71,84 +66,73 @@ impl MergingIter {
     /// The index of the child the merged cursor stands on (in the order given to `new`).
     #[inline]
     pub(crate) fn current_child(&self) -> Option<usize> {
-        self.current
+        self.order.first().copied()
     }
 
-    fn collect_errors(&mut self) {
+    /// Whether child `a` comes strictly before child `b` in the present direction.
+    #[inline]
+    fn before(&self, a: usize, b: usize) -> bool {
+        match cmp_internal(self.children[a].key(), self.children[b].key()) {
+            Ordering::Equal => a < b,
+            Ordering::Less => self.forward,
+            Ordering::Greater => !self.forward,
+        }
+    }
+
+    /// An invalid child's error, if it has one, ends the cursor.
+    fn check_invalid(&mut self, i: usize) {
         if self.error.is_none() {
-            for c in &mut self.children {
-                if let Some(e) = c.take_error() {
-                    self.error = Some(e);
-                    break;
+            self.error = self.children[i].take_error();
+        }
+        if self.error.is_some() {
+            self.order.clear();
+        }
+    }
+
+    /// Sorts every valid child into `order` after a seek or a turn; an error any child
+    /// met ends the cursor.
+    fn sort(&mut self) {
+        self.order.clear();
+        for i in 0..self.children.len() {
+            if self.children[i].valid() {
+                let mut pos = self.order.len();
+                while pos > 0 && self.before(i, self.order[pos - 1]) {
+                    pos -= 1;
+                }
+                self.order.insert(pos, i);
+            } else {
+                self.check_invalid(i);
+                if self.error.is_some() {
+                    return;
                 }
             }
         }
-        if self.error.is_some() {
-            self.current = None;
-            self.runner_up = None;
-        }
     }
 
-    /// Sets `current` and `runner_up` to the best and second-best valid children, where
-    /// `better(a, b)` says key `a` comes strictly before key `b` in the direction of travel.
-    /// Among equal keys the lowest index wins, as it always has.
-    fn find_best(&mut self, better: Ordering) {
-        self.collect_errors();
-        if self.error.is_some() {
+    /// After the front child moved one step in the present direction: puts it back where
+    /// it belongs, or drops it if it ran out.
+    #[inline]
+    fn reposition_front(&mut self) {
+        let cur = self.order[0];
+        if !self.children[cur].valid() {
+            self.order.remove(0);
+            self.check_invalid(cur);
             return;
         }
-        let mut best: Option<usize> = None;
-        let mut second: Option<usize> = None;
-        for (i, c) in self.children.iter().enumerate() {
-            if !c.valid() {
-                continue;
-            }
-            match best {
-                None => best = Some(i),
-                Some(b) => {
-                    if cmp_internal(c.key(), self.children[b].key()) == better {
-                        second = best;
-                        best = Some(i);
-                    } else if second
-                        .is_none_or(|s| cmp_internal(c.key(), self.children[s].key()) == better)
-                    {
-                        second = Some(i);
-                    }
-                }
-            }
+        let mut pos = 1;
+        while pos < self.order.len() && self.before(self.order[pos], cur) {
+            pos += 1;
         }
-        self.current = best;
-        self.runner_up = second;
-    }
-
-    fn find_smallest(&mut self) {
-        self.find_best(Ordering::Less);
-    }
-
-    fn find_largest(&mut self) {
-        self.find_best(Ordering::Greater);
-    }
-
-    /// After the current child `cur` moved one step in the present direction: whether it is
-    /// still strictly better than the runner-up (or is the only valid child), so that
-    /// `current` and `runner_up` both still hold. An invalid child (its end, or an error to
-    /// collect) always goes back to the scan.
-    #[inline]
-    fn still_best(&self, cur: usize, better: Ordering) -> bool {
-        let c = &self.children[cur];
-        if !c.valid() {
-            return false;
-        }
-        match self.runner_up {
-            None => true,
-            Some(r) => cmp_internal(c.key(), self.children[r].key()) == better,
+        if pos > 1 {
+            self.order.copy_within(1..pos, 0);
+            self.order[pos - 1] = cur;
         }
     }
 }
 
 impl InternalIterator for MergingIter {
     fn valid(&self) -> bool {
-        self.current.is_some()
+        !self.order.is_empty()
     }
 
     fn seek_to_first(&mut self) {
@@ -156,7 +140,7 @@ impl InternalIterator for MergingIter {
             c.seek_to_first();
         }
         self.forward = true;
-        self.find_smallest();
+        self.sort();
     }
 
     fn seek_to_last(&mut self) {
@@ -164,7 +148,7 @@ impl InternalIterator for MergingIter {
             c.seek_to_last();
         }
         self.forward = false;
-        self.find_largest();
+        self.sort();
     }
 
     fn seek(&mut self, target: &[u8]) {
@@ -172,7 +156,7 @@ impl InternalIterator for MergingIter {
             c.seek(target);
         }
         self.forward = true;
-        self.find_smallest();
+        self.sort();
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) {
@@ -180,11 +164,13 @@ impl InternalIterator for MergingIter {
             c.seek_for_prev(target);
         }
         self.forward = false;
-        self.find_largest();
+        self.sort();
     }
 
     fn next(&mut self) {
-        let Some(cur) = self.current else { return };
+        let Some(&cur) = self.order.first() else {
+            return;
+        };
         if !self.forward {
             // Put every other child on its first entry after the current key.
             let k = self.children[cur].key().to_vec();
@@ -198,17 +184,17 @@ impl InternalIterator for MergingIter {
             }
             self.forward = true;
             self.children[cur].next();
-            self.find_smallest();
+            self.sort();
             return;
         }
         self.children[cur].next();
-        if !self.still_best(cur, Ordering::Less) {
-            self.find_smallest();
-        }
+        self.reposition_front();
     }
 
     fn prev(&mut self) {
-        let Some(cur) = self.current else { return };
+        let Some(&cur) = self.order.first() else {
+            return;
+        };
         if self.forward {
             let k = self.children[cur].key().to_vec();
             for (i, c) in self.children.iter_mut().enumerate() {
@@ -221,31 +207,39 @@ impl InternalIterator for MergingIter {
             }
             self.forward = false;
             self.children[cur].prev();
-            self.find_largest();
+            self.sort();
             return;
         }
         self.children[cur].prev();
-        if !self.still_best(cur, Ordering::Greater) {
-            self.find_largest();
-        }
+        self.reposition_front();
     }
 
     fn key(&self) -> &[u8] {
-        match self.current {
-            Some(i) => self.children[i].key(),
+        match self.order.first() {
+            Some(&i) => self.children[i].key(),
             None => &[],
         }
     }
 
     fn value(&self) -> &[u8] {
-        match self.current {
-            Some(i) => self.children[i].value(),
+        match self.order.first() {
+            Some(&i) => self.children[i].value(),
             None => &[],
         }
     }
 
     fn take_error(&mut self) -> Option<Error> {
-        self.collect_errors();
+        if self.error.is_none() {
+            for c in &mut self.children {
+                if let Some(e) = c.take_error() {
+                    self.error = Some(e);
+                    break;
+                }
+            }
+        }
+        if self.error.is_some() {
+            self.order.clear();
+        }
         self.error.take()
     }
 }
@@ -399,8 +393,8 @@ mod tests {
     proptest! {
         /// With the same internal key in several children (a write found in two places:
         /// repair, a flush racing a read), a walk in one direction gives each copy in turn,
-        /// the lowest child first — the runner-up shortcut never lets a later child's
-        /// equal key jump ahead.
+        /// the lowest child first — the step that puts the moved child back in order never
+        /// lets a later child's equal key jump ahead.
         #[test]
         fn equal_keys_come_lowest_child_first_in_both_directions(
             entries in proptest::collection::btree_set((0u8..12, 0u64..3), 0..30),
@@ -497,6 +491,92 @@ mod tests {
                     prop_assert_eq!(m.key(), model[p].as_slice());
                 }
             }
+        }
+    }
+
+    /// A child over `keys` that fails, instead of moving, when a step would take it to
+    /// index `fail_at`: it turns invalid with an error, as a table's cursor does on a bad
+    /// block.
+    struct FailingIter {
+        inner: VecIter,
+        fail_at: usize,
+        error: Option<Error>,
+    }
+
+    impl InternalIterator for FailingIter {
+        fn valid(&self) -> bool {
+            self.inner.valid()
+        }
+        fn seek_to_first(&mut self) {
+            self.inner.seek_to_first();
+        }
+        fn seek_to_last(&mut self) {
+            self.inner.seek_to_last();
+        }
+        fn seek(&mut self, t: &[u8]) {
+            self.inner.seek(t);
+        }
+        fn seek_for_prev(&mut self, t: &[u8]) {
+            self.inner.seek_for_prev(t);
+        }
+        fn next(&mut self) {
+            self.inner.next();
+            if self.inner.pos == Some(self.fail_at) {
+                self.inner.pos = None;
+                self.error = Some(Error::Corruption {
+                    file: "t".into(),
+                    offset: 0,
+                    reason: "bad block".into(),
+                });
+            }
+        }
+        fn prev(&mut self) {
+            self.inner.prev();
+        }
+        fn key(&self) -> &[u8] {
+            self.inner.key()
+        }
+        fn value(&self) -> &[u8] {
+            &[]
+        }
+        fn take_error(&mut self) -> Option<Error> {
+            self.error.take()
+        }
+    }
+
+    /// A child's error ends the merged cursor where the child failed: no entry of the
+    /// other children is given past it as if the failed child had simply run out.
+    #[test]
+    fn a_child_error_ends_the_merge_at_once() {
+        for fail_at in 1..6 {
+            let failing = FailingIter {
+                inner: VecIter {
+                    keys: (0..6).map(|k| ikey(2 * k, 1)).collect(),
+                    pos: None,
+                },
+                fail_at,
+                error: None,
+            };
+            let other = VecIter {
+                keys: (0..6).map(|k| ikey(2 * k + 1, 1)).collect(),
+                pos: None,
+            };
+            let mut m = MergingIter::new(vec![Box::new(other), Box::new(failing)]);
+            m.seek_to_first();
+            let mut seen = Vec::new();
+            while m.valid() {
+                seen.push(m.key()[0]);
+                m.next();
+            }
+            // The failing child gives 0, 2, .. 2*(fail_at-1), and its step from there fails:
+            // the merge ends after that key, before the other child's next one.
+            let want: Vec<u8> = (0..2 * fail_at as u8 - 1).collect();
+            assert_eq!(seen, want, "fail_at {fail_at}");
+            assert!(
+                matches!(m.take_error(), Some(Error::Corruption { .. })),
+                "fail_at {fail_at}"
+            );
+            assert!(m.take_error().is_none());
         }
     }
 }
