@@ -1,0 +1,225 @@
+//! Rare interleavings made to happen every time through the kill points' test hook
+//! (`silt::kill_point::set_hook`, feature `kill-points`), which runs at each kill point the
+//! engine reaches: a test pauses a background job there, or acts between two steps the
+//! engine otherwise runs back to back. The hook is process-wide, so the tests of this
+//! binary take turns (`HOOK`), and no other test binary sets one.
+
+#![cfg(feature = "kill-points")]
+
+use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use silt::vfs::{CrashMode, FailOp, SimFs};
+use silt::{Db, Error, SyncMode, TxnOptions};
+
+const PART_POINT: &str = "commit: a part record written, more to come";
+const FLUSH_POINT: &str = "flush: tables written and log synced, before the manifest edit";
+const COMPACTION_POINT: &str = "compaction: outputs written, before the manifest edit";
+
+/// Held by each test for its whole run: one hook at a time.
+static HOOK: Mutex<()> = Mutex::new(());
+
+fn hook_turn() -> MutexGuard<'static, ()> {
+    HOOK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Scenario (seen once in CI as "part 10 of transaction X, after 0 of its parts" at reopen):
+/// 1. a large transaction writes its first parts (pinned in the log, T4 of `txn/mod.rs`);
+/// 2. a flush rotates the memtable there: its boundary lies between the parts;
+/// 3. the transaction writes its other parts, fails its check and drops its pin;
+/// 4. the flush, slow to finish, only now picks the log start: the boundary, as no pin
+///    holds it back.
+///
+/// Replay then starts between the dead transaction's parts and must skip them.
+#[test]
+fn a_log_start_between_the_parts_of_a_failed_transaction_reopens() {
+    let _turn = hook_turn();
+    let fs = SimFs::new();
+    let open = |fs: Arc<SimFs>| {
+        Db::builder("/db")
+            .file_system(fs)
+            .wal_segment_bytes(64 << 10)
+            .sync_mode(SyncMode::Full)
+            .open()
+            .unwrap()
+    };
+    let db = open(fs.clone());
+    db.put(b"conflict", b"0").unwrap();
+    let mut loser = db.begin(TxnOptions::default());
+    for i in 0..1000u32 {
+        loser
+            .put(format!("lost{i:06}").as_bytes(), &[7u8; 300])
+            .unwrap();
+    }
+    loser.put(b"conflict", b"loser").unwrap();
+    db.put(b"conflict", b"winner").unwrap();
+
+    // The hook's state: which part the committing thread is at, the flush thread's signal
+    // that it reached its point, and the test's signal that the transaction failed.
+    let parts = Arc::new(AtomicU32::new(0));
+    let (at_flush_tx, at_flush_rx) = mpsc::channel::<()>();
+    let (failed_tx, failed_rx) = mpsc::channel::<()>();
+    let failed_rx = Mutex::new(failed_rx);
+    let at_flush_tx = Mutex::new(at_flush_tx);
+    let at_flush_rx = Mutex::new(at_flush_rx);
+    let flusher: Arc<Mutex<Option<std::thread::JoinHandle<()>>>> = Default::default();
+    let hook = {
+        let (db, parts, flusher) = (db.clone(), parts.clone(), flusher.clone());
+        move |name: &'static str| {
+            if name == PART_POINT && parts.fetch_add(1, SeqCst) == 1 {
+                // Between parts 1 and 2: something for the memtable to hold, then a
+                // flush, held at its point until the transaction has failed.
+                db.put(b"between", b"parts").unwrap();
+                let db = db.clone();
+                *flusher.lock().unwrap() = Some(std::thread::spawn(move || db.flush().unwrap()));
+                at_flush_rx.lock().unwrap().recv().unwrap();
+            } else if name == FLUSH_POINT {
+                at_flush_tx.lock().unwrap().send(()).unwrap();
+                failed_rx.lock().unwrap().recv().unwrap();
+            }
+        }
+    };
+    silt::kill_point::set_hook(Some(Arc::new(hook)));
+    let r = loser.commit();
+    failed_tx.send(()).unwrap();
+    let flusher = flusher
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the transaction wrote parts");
+    flusher.join().unwrap();
+    silt::kill_point::set_hook(None);
+    assert!(matches!(r, Err(Error::Conflict { .. })), "{r:?}");
+    assert!(
+        parts.load(SeqCst) > 2,
+        "the transaction wrote more parts after the flush"
+    );
+
+    db.put(b"after", b"flush").unwrap();
+    let check = |db: &Db| {
+        assert_eq!(db.prefix(b"lost").count(), 0);
+        assert_eq!(
+            db.get(b"conflict").unwrap().as_deref(),
+            Some(&b"winner"[..])
+        );
+        assert_eq!(db.get(b"between").unwrap().as_deref(), Some(&b"parts"[..]));
+        assert_eq!(db.get(b"after").unwrap().as_deref(), Some(&b"flush"[..]));
+    };
+    check(&db);
+    // A process crash: the log's records from the log start on are replayed, the dead
+    // transaction's later parts among them.
+    let crashed = fs.crash(CrashMode::KeepAll, 1);
+    drop(db);
+    let db = open(crashed);
+    check(&db);
+}
+
+/// A database whose next flush makes a compaction due: level 0 reaches its trigger of two
+/// tables (overlapping keys, so the job merges).
+fn with_compaction_due(fs: Arc<SimFs>) -> Db {
+    let db = Db::builder("/db")
+        .file_system(fs)
+        .l0_compaction_trigger(2)
+        .open()
+        .unwrap();
+    for i in 0..100u32 {
+        db.put(format!("k{i:04}").as_bytes(), b"first").unwrap();
+    }
+    db.flush().unwrap();
+    for i in 0..100u32 {
+        db.put(format!("k{i:04}").as_bytes(), b"second").unwrap();
+    }
+    db
+}
+
+/// `wait_for_compactions` while the compaction it waits for fails (its manifest edit, on
+/// an I/O error injected while the job is held at its point): the waiter gets `Poisoned`,
+/// at once rather than at its timeout, and never `true` ("settled").
+#[test]
+fn waiting_for_compactions_reports_a_job_that_fails_meanwhile() {
+    let _turn = hook_turn();
+    let fs = SimFs::new();
+    let db = with_compaction_due(fs.clone());
+    let (at_point_tx, at_point_rx) = mpsc::channel::<()>();
+    let (waiting_tx, waiting_rx) = mpsc::channel::<()>();
+    let (at_point_tx, waiting_rx) = (Mutex::new(at_point_tx), Mutex::new(waiting_rx));
+    let hook = {
+        let fs = fs.clone();
+        move |name: &'static str| {
+            if name == COMPACTION_POINT {
+                at_point_tx.lock().unwrap().send(()).unwrap();
+                // Once the waiter waits: every later write fails (the flush before is done
+                // writing; its log purge only removes files).
+                waiting_rx.lock().unwrap().recv().unwrap();
+                fs.fail_nth(FailOp::Write, 1, true);
+            }
+        }
+    };
+    silt::kill_point::set_hook(Some(Arc::new(hook)));
+    db.flush().unwrap();
+    at_point_rx.recv().unwrap();
+    // The job is held at its point, so the waiter cannot find the database settled.
+    let waiter = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            waiting_tx.send(()).unwrap();
+            let start = Instant::now();
+            let r = db.wait_for_compactions(Duration::from_secs(60));
+            (r, start.elapsed())
+        })
+    };
+    let (r, took) = waiter.join().unwrap();
+    silt::kill_point::set_hook(None);
+    assert!(matches!(r, Err(Error::Poisoned)), "{r:?}");
+    assert!(took < Duration::from_secs(30), "waited {took:?}");
+    assert!(
+        db.put(b"after", b"x").is_err(),
+        "no write after a failed compaction"
+    );
+    assert!(db.close().is_err(), "close reports the failure");
+}
+
+/// `wait_for_compactions` on one handle while another closes the database, with a
+/// compaction running: the waiter gets `Closed` at once; the close then waits for the job.
+#[test]
+fn waiting_for_compactions_ends_when_the_database_closes() {
+    let _turn = hook_turn();
+    let fs = SimFs::new();
+    let db = with_compaction_due(fs.clone());
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let (at_point_tx, at_point_rx) = mpsc::channel::<()>();
+    let release_rx = Mutex::new(release_rx);
+    let at_point_tx = Mutex::new(at_point_tx);
+    let hook = move |name: &'static str| {
+        if name == COMPACTION_POINT {
+            at_point_tx.lock().unwrap().send(()).unwrap();
+            // Held here until the waiter has its answer.
+            release_rx.lock().unwrap().recv().unwrap();
+        }
+    };
+    silt::kill_point::set_hook(Some(Arc::new(hook)));
+    db.flush().unwrap();
+    at_point_rx.recv().unwrap();
+    let waiter = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            let r = db.wait_for_compactions(Duration::from_secs(60));
+            let took = start.elapsed();
+            release_tx.send(()).unwrap();
+            (r, took)
+        })
+    };
+    // The waiter is waiting: the job is held at its point.
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!waiter.is_finished(), "returned while a compaction ran");
+    db.close().unwrap();
+    let (r, took) = waiter.join().unwrap();
+    silt::kill_point::set_hook(None);
+    assert!(matches!(r, Err(Error::Closed)), "{r:?}");
+    assert!(took < Duration::from_secs(30), "waited {took:?}");
+    // What the job wrote is there after a reopen, whichever way it ended.
+    let db = Db::builder("/db").file_system(fs).open().unwrap();
+    assert_eq!(db.get(b"k0042").unwrap().as_deref(), Some(&b"second"[..]));
+}
