@@ -85,7 +85,10 @@ pub fn hits() -> u64 {
 /// A function a test runs at every kill point reached, with the point's name, before the
 /// kill check: to pause a thread there, or act between two steps the engine otherwise runs
 /// back to back, and so make a rare interleaving happen every time. The hook is process-wide:
-/// a test that sets one runs alone in its test binary. `None` removes it.
+/// a test that sets one runs alone in its test binary, or takes turns with the others there.
+/// It runs with whatever locks the engine holds at the point (`log: quiet purge checked …`
+/// holds the segment table's), so it may wait for other threads but must not need those
+/// locks itself. `None` removes it.
 #[cfg(feature = "kill-points")]
 pub fn set_hook(hook: Option<std::sync::Arc<dyn Fn(&'static str) + Send + Sync>>) {
     *armed::HOOK.write().unwrap_or_else(|p| p.into_inner()) = hook;

@@ -296,6 +296,8 @@ impl Segments {
             if !still_current() {
                 return Ok(0);
             }
+            // Between the check and the removal, under the lock (`tests/drop_ahead.rs`
+            // holds the purge here): keep it next to the check.
             crate::kill_point::hit("log: quiet purge checked, before dropping the segments ahead");
             let ids: Vec<u64> = files.keys().copied().filter(|&id| id > current).collect();
             for id in &ids {

@@ -69,6 +69,13 @@ fn a_record_reserved_during_a_quiet_purge_survives_a_power_loss() {
                 let _ = done_tx.send(());
                 lsn
             }));
+            // The writer has reserved past segment 0 (so the window is open) before it is
+            // given its moment: without the fix it then finds the doomed segment's handle.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while wal.reserved_lsn() <= SEG {
+                assert!(Instant::now() < deadline, "the writer never reserved");
+                std::thread::yield_now();
+            }
             let _ = done_rx.recv_timeout(Duration::from_millis(300));
         }
     };

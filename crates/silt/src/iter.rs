@@ -93,6 +93,10 @@ impl MergingIter {
     /// met ends the cursor.
     fn sort(&mut self) {
         self.order.clear();
+        // An error not yet taken keeps the cursor ended, whatever a seek found since.
+        if self.error.is_some() {
+            return;
+        }
         for i in 0..self.children.len() {
             if self.children[i].valid() {
                 let mut pos = self.order.len();
@@ -433,8 +437,8 @@ mod tests {
         }
 
         /// The merge walks the union of its children in internal-key order, in both
-        /// directions and across direction changes and seeks, whatever the runner-up
-        /// shortcut skips.
+        /// directions and across direction changes and seeks, however few comparisons a
+        /// step makes.
         #[test]
         fn merge_matches_a_sorted_union(
             entries in proptest::collection::btree_set((0u8..40, 0u64..8), 0..80),
@@ -545,7 +549,8 @@ mod tests {
     }
 
     /// A child's error ends the merged cursor where the child failed: no entry of the
-    /// other children is given past it as if the failed child had simply run out.
+    /// other children is given past it as if the failed child had simply run out, and no
+    /// seek revives the cursor before the error is taken.
     #[test]
     fn a_child_error_ends_the_merge_at_once() {
         for fail_at in 1..6 {
@@ -572,6 +577,12 @@ mod tests {
             // the merge ends after that key, before the other child's next one.
             let want: Vec<u8> = (0..2 * fail_at as u8 - 1).collect();
             assert_eq!(seen, want, "fail_at {fail_at}");
+            // Until the error is taken, a seek does not bring the cursor back.
+            m.seek_to_first();
+            assert!(
+                !m.valid(),
+                "fail_at {fail_at}: valid again before its error was taken"
+            );
             assert!(
                 matches!(m.take_error(), Some(Error::Corruption { .. })),
                 "fail_at {fail_at}"

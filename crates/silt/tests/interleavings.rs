@@ -17,6 +17,10 @@ const PART_POINT: &str = "commit: a part record written, more to come";
 const FLUSH_POINT: &str = "flush: tables written and log synced, before the manifest edit";
 const COMPACTION_POINT: &str = "compaction: outputs written, before the manifest edit";
 
+/// How long a hook waits for the other side of its interleaving before it fails the test
+/// (rather than hang it).
+const LIMIT: Duration = Duration::from_secs(60);
+
 /// Held by each test for its whole run: one hook at a time.
 static HOOK: Mutex<()> = Mutex::new(());
 
@@ -73,10 +77,18 @@ fn a_log_start_between_the_parts_of_a_failed_transaction_reopens() {
                 db.put(b"between", b"parts").unwrap();
                 let db = db.clone();
                 *flusher.lock().unwrap() = Some(std::thread::spawn(move || db.flush().unwrap()));
-                at_flush_rx.lock().unwrap().recv().unwrap();
+                at_flush_rx
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(LIMIT)
+                    .expect("the flush reached its point");
             } else if name == FLUSH_POINT {
                 at_flush_tx.lock().unwrap().send(()).unwrap();
-                failed_rx.lock().unwrap().recv().unwrap();
+                failed_rx
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(LIMIT)
+                    .expect("the transaction failed");
             }
         }
     };
@@ -151,14 +163,20 @@ fn waiting_for_compactions_reports_a_job_that_fails_meanwhile() {
                 at_point_tx.lock().unwrap().send(()).unwrap();
                 // Once the waiter waits: every later write fails (the flush before is done
                 // writing; its log purge only removes files).
-                waiting_rx.lock().unwrap().recv().unwrap();
+                waiting_rx
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(LIMIT)
+                    .expect("the waiter started");
                 fs.fail_nth(FailOp::Write, 1, true);
             }
         }
     };
     silt::kill_point::set_hook(Some(Arc::new(hook)));
     db.flush().unwrap();
-    at_point_rx.recv().unwrap();
+    at_point_rx
+        .recv_timeout(LIMIT)
+        .expect("the compaction reached its point");
     // The job is held at its point, so the waiter cannot find the database settled.
     let waiter = {
         let db = db.clone();
@@ -195,12 +213,18 @@ fn waiting_for_compactions_ends_when_the_database_closes() {
         if name == COMPACTION_POINT {
             at_point_tx.lock().unwrap().send(()).unwrap();
             // Held here until the waiter has its answer.
-            release_rx.lock().unwrap().recv().unwrap();
+            release_rx
+                .lock()
+                .unwrap()
+                .recv_timeout(LIMIT)
+                .expect("the waiter answered");
         }
     };
     silt::kill_point::set_hook(Some(Arc::new(hook)));
     db.flush().unwrap();
-    at_point_rx.recv().unwrap();
+    at_point_rx
+        .recv_timeout(LIMIT)
+        .expect("the compaction reached its point");
     let waiter = {
         let db = db.clone();
         std::thread::spawn(move || {
