@@ -247,3 +247,105 @@ fn waiting_for_compactions_ends_when_the_database_closes() {
     let db = Db::builder("/db").file_system(fs).open().unwrap();
     assert_eq!(db.get(b"k0042").unwrap().as_deref(), Some(&b"second"[..]));
 }
+
+const PIN_POINT: &str = "commit: log start pinned, before the first part";
+
+/// Two commits in parts pin the log start at the same LSN (both read the reservation mark
+/// before either reserved its first part). One, a transaction, fails its check and drops
+/// its pin; a flush then moves the log start. The other, a batch held between its parts
+/// meanwhile, must still hold the start at its first part: after a crash its commit record
+/// needs every part. (Found by `silt-stress`'s batches in parts, two threads at once: pins
+/// were keyed by LSN alone, so the first to end dropped both.)
+#[test]
+fn a_commit_in_parts_keeps_its_pin_when_another_at_the_same_lsn_ends() {
+    let _turn = hook_turn();
+    let fs = SimFs::new();
+    let open = |fs: Arc<SimFs>| {
+        Db::builder("/db")
+            .file_system(fs)
+            .wal_segment_bytes(64 << 10)
+            .open()
+            .unwrap()
+    };
+    let db = open(fs.clone());
+    db.put(b"conflict", b"0").unwrap();
+    let mut loser = db.begin(TxnOptions::default());
+    for i in 0..600u32 {
+        loser
+            .put(format!("lost{i:06}").as_bytes(), &[7u8; 300])
+            .unwrap();
+    }
+    loser.put(b"conflict", b"loser").unwrap();
+    db.put(b"conflict", b"winner").unwrap();
+    let mut batch = silt::WriteBatch::new();
+    for i in 0..600u32 {
+        batch.put(format!("kept{i:06}").as_bytes(), &[(i % 251) as u8; 300]);
+    }
+
+    let pinned = Arc::new(std::sync::Barrier::new(2));
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go_rx = Mutex::new(go_rx);
+    let held = Arc::new(AtomicU32::new(0));
+    let hook = {
+        let (pinned, held) = (pinned.clone(), held.clone());
+        move |name: &'static str| {
+            let me = std::thread::current().name().map(str::to_owned);
+            match (name, me.as_deref()) {
+                // Both pin before either reserves its first part: the same LSN.
+                (PIN_POINT, Some("txn" | "batch")) => {
+                    pinned.wait();
+                }
+                // The batch waits after its first part until the flush below is done.
+                (PART_POINT, Some("batch")) if held.fetch_add(1, SeqCst) == 0 => {
+                    go_rx
+                        .lock()
+                        .unwrap()
+                        .recv_timeout(LIMIT)
+                        .expect("the flush happened");
+                }
+                _ => {}
+            }
+        }
+    };
+    silt::kill_point::set_hook(Some(Arc::new(hook)));
+    let txn = std::thread::Builder::new()
+        .name("txn".into())
+        .spawn(move || loser.commit())
+        .unwrap();
+    let writer = {
+        let db = db.clone();
+        std::thread::Builder::new()
+            .name("batch".into())
+            .spawn(move || db.write(batch, silt::WriteOptions::default()))
+            .unwrap()
+    };
+    let r = txn.join().unwrap();
+    assert!(matches!(r, Err(Error::Conflict { .. })), "{r:?}");
+    // The batch is held between its parts; a flush moves the log start now.
+    let deadline = Instant::now() + LIMIT;
+    while held.load(SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "the batch never wrote a part");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    db.put(b"between", b"parts").unwrap();
+    db.flush().unwrap();
+    go_tx.send(()).unwrap();
+    writer.join().unwrap().unwrap();
+    silt::kill_point::set_hook(None);
+
+    let check = |db: &Db| {
+        assert_eq!(db.prefix(b"lost").count(), 0);
+        let kept: Vec<_> = db.prefix(b"kept").collect::<Result<_, _>>().unwrap();
+        assert_eq!(kept.len(), 600);
+        for (i, (k, v)) in kept.iter().enumerate() {
+            assert_eq!(k, format!("kept{i:06}").as_bytes());
+            assert_eq!(v, &vec![(i % 251) as u8; 300]);
+        }
+        assert_eq!(db.get(b"between").unwrap().as_deref(), Some(&b"parts"[..]));
+    };
+    check(&db);
+    let crashed = fs.crash(CrashMode::KeepAll, 2);
+    drop(db);
+    let db = open(crashed);
+    check(&db);
+}

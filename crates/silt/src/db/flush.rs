@@ -440,7 +440,7 @@ impl DbInner {
         pins.retain(|_, commit| commit.is_none_or(|c| c >= boundary));
         pins.keys()
             .next()
-            .map_or(boundary, |&first| first.min(boundary))
+            .map_or(boundary, |&(first, _)| first.min(boundary))
     }
 }
 

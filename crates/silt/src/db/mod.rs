@@ -280,8 +280,13 @@ pub(crate) struct DbInner {
     pub(crate) next_txn_id: AtomicU64,
     /// Invariant T4 (`txn/mod.rs`): the first part record of each transaction written in
     /// parts, with its commit seqno once it has one; the log start never passes a part whose
-    /// commit is not yet in a table.
-    pub(crate) log_pins: Mutex<BTreeMap<u64, Option<Seqno>>>,
+    /// commit is not yet in a table. Keyed by an LSN at or below the first part and a number
+    /// of its own (`next_pin`; 0 for pins made by replay, whose LSN is the first part's):
+    /// two commits in parts may pin at the same LSN, and one's end must not drop the other's
+    /// pin.
+    pub(crate) log_pins: Mutex<BTreeMap<(u64, u64), Option<Seqno>>>,
+    /// The number of the next live pin in `log_pins` (from 1).
+    pub(crate) next_pin: std::sync::atomic::AtomicU64,
 }
 
 impl Db {

@@ -296,6 +296,7 @@ impl DbInner {
             locks: Default::default(),
             next_txn_id: AtomicU64::new(1),
             log_pins: Mutex::new(BTreeMap::new()),
+            next_pin: AtomicU64::new(1),
             memtable_chunks,
             opts,
         })
@@ -353,7 +354,7 @@ impl DbInner {
                     if index == 0 {
                         // T4 during replay too: a flush below must not move the log start
                         // past these parts before their commit is in a table.
-                        self.log_pins.lock().insert(rec.lsn, None);
+                        self.log_pins.lock().insert((rec.lsn, 0), None);
                     }
                     seen.push(rec.payload);
                     continue;
@@ -364,7 +365,7 @@ impl DbInner {
                     entries,
                 } => {
                     let done = parts.remove(&txn).unwrap_or_default();
-                    if let Some(pin) = self.log_pins.lock().get_mut(&txn) {
+                    if let Some(pin) = self.log_pins.lock().get_mut(&(txn, 0)) {
                         *pin = Some(rec.lsn);
                     }
                     if done.len() != n as usize {
@@ -420,7 +421,7 @@ impl DbInner {
         // Parts no commit record followed are dropped: nothing of them is applied.
         let mut pins = self.log_pins.lock();
         for txn in parts.keys() {
-            pins.remove(txn);
+            pins.remove(&(*txn, 0));
         }
         Ok(replayed)
     }

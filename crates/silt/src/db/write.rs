@@ -310,13 +310,14 @@ impl DbInner {
 
     /// Writes the part records of a commit too large for one record, pinned first (T4).
     /// Returns the commit's transaction id (the first part's LSN) and the pin.
-    fn write_parts(&self, parts: &[WriteBatch]) -> Result<(u64, u64)> {
+    fn write_parts(&self, parts: &[WriteBatch]) -> Result<(u64, (u64, u64))> {
         let wal_err = |e| self.on_wal_error(e);
         let no_sync = AppendOptions { sync: Some(false) };
         // Pinned at or below the first part's LSN before it exists: no flush can move the
         // log start past it meanwhile.
-        let pin = self.wal.reserved_lsn();
+        let pin = (self.wal.reserved_lsn(), self.next_pin.fetch_add(1, SeqCst));
         self.log_pins.lock().insert(pin, None);
+        crate::kill_point::hit("commit: log start pinned, before the first part");
         let unpin = |e: Error| {
             self.log_pins.lock().remove(&pin);
             e
