@@ -276,15 +276,34 @@ pub fn encode(cf: usize, key: u32, version: u64) -> Vec<u8> {
     v
 }
 
-/// The (family, key, version) a value names, if it is one [`encode`] wrote — filler
-/// included.
+/// Values of [`encode_big`] are at least this long; [`encode`]'s are shorter.
+const BIG_BYTES: usize = 64 << 10;
+
+/// A large value for `key` of family `cf` at `version` (64–100 KiB): a few of them make a
+/// batch larger than one log record of the stress options' log, which the engine commits
+/// in parts (`docs/format/batch.md`). Names all three, as [`encode`] does.
+pub fn encode_big(cf: usize, key: u32, version: u64) -> Vec<u8> {
+    let mut v = format!("{cf}:{key}:{version}:").into_bytes();
+    let h = version.wrapping_mul(0xC2B2_AE3D_27D4_EB4F) ^ u64::from(key) << 9;
+    let fill = BIG_BYTES + (h >> 8) as usize % (36 << 10);
+    v.extend((0..fill).map(|i| b'A' + ((i as u64 + h) % 26) as u8));
+    v
+}
+
+/// The (family, key, version) a value names, if it is one [`encode`] or [`encode_big`]
+/// wrote — filler included.
 pub fn decode(v: &[u8]) -> Option<(usize, u32, u64)> {
     let s = std::str::from_utf8(v).ok()?;
     let mut it = s.splitn(4, ':');
     let cf = it.next()?.parse().ok()?;
     let key = it.next()?.parse().ok()?;
     let version = it.next()?.parse().ok()?;
-    (encode(cf, key, version) == v).then_some((cf, key, version))
+    let want = if v.len() >= BIG_BYTES {
+        encode_big(cf, key, version)
+    } else {
+        encode(cf, key, version)
+    };
+    (want == v).then_some((cf, key, version))
 }
 
 /// The key bytes of key number `k` (fixed width, so key order is number order).

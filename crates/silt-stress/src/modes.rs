@@ -53,6 +53,8 @@ pub struct Summary {
     pub ops: u64,
     /// Writes acknowledged.
     pub writes: u64,
+    /// In-process modes: batches too large for one log record issued (committed in parts).
+    pub big_writes: u64,
     /// Keys checked by the verifications and reads checked during the runs.
     pub verified: u64,
     /// Violations: must be zero.
@@ -77,6 +79,7 @@ impl Summary {
             "cycles": self.cycles,
             "ops": self.ops,
             "writes": self.writes,
+            "big_writes": self.big_writes,
             "verified": self.verified,
             "violations": self.violations.len(),
             "first_violations": self.violations.iter().take(5).collect::<Vec<_>>(),
@@ -357,6 +360,7 @@ pub fn power_loss(cycles: u64, seed: u64, keys: u32) -> Summary {
             .expect("the workload has ended");
         sum.ops += tally.ops.into_inner();
         sum.writes += tally.writes.into_inner();
+        sum.big_writes += tally.big_writes.into_inner();
         sum.violations
             .extend(tally.violations.into_inner().unwrap_or_default());
         let mode = modes[rng.random_range(0..modes.len())];
@@ -617,6 +621,7 @@ pub fn io_errors(seed: u64, keys: u32, ops: u64, max_n: u64) -> Summary {
                     }
                     sum.ops += tally.ops.into_inner();
                     sum.writes += tally.writes.into_inner();
+                    sum.big_writes += tally.big_writes.into_inner();
                     sum.violations.extend(
                         tally
                             .violations

@@ -11,7 +11,8 @@ use rand_chacha::ChaCha8Rng;
 use silt::{Db, Error, WriteBatch, WriteOptions};
 
 use crate::expected::{
-    decode, encode, key_bytes, slot, Change, Expected, CFS, CF_OP, MAX_PENDING, VOLATILE_CF,
+    decode, encode, encode_big, key_bytes, slot, Change, Expected, CFS, CF_OP, MAX_PENDING,
+    VOLATILE_CF,
 };
 use crate::modes::{state_of, Recorder};
 use crate::verify::handles;
@@ -41,6 +42,8 @@ pub struct Tally {
     pub writes: AtomicU64,
     /// Reads checked on the spot.
     pub reads_checked: AtomicU64,
+    /// Batches too large for one log record issued ([`Worker::big_write`]).
+    pub big_writes: AtomicU64,
     /// Violations found during the run (reads that contradicted the expected state).
     pub violations: Mutex<Vec<String>>,
     /// The first error the engine returned (the run stops at it).
@@ -151,7 +154,8 @@ impl Worker<'_> {
         match self.rng.random_range(0..1000) {
             0..450 => self.write(1, false),
             450..600 => self.write(1, true),
-            600..650 => self.single_delete(),
+            600..645 => self.single_delete(),
+            645..650 => self.big_write(),
             650..800 => {
                 let n = self.rng.random_range(2..12);
                 let deletes = self.rng.random_bool(0.2);
@@ -205,6 +209,39 @@ impl Worker<'_> {
         if changes.is_empty() {
             return Ok(());
         }
+        self.issue(changes, batch)
+    }
+
+    /// A batch of 4–7 puts of 64–100 KiB values ([`encode_big`]) on this thread's keys
+    /// (not write-once ones): always larger than one record of the stress options' log
+    /// (256 KiB segments), so the engine writes it as part records and a commit record,
+    /// which kills, power losses and flushes between the parts must leave all or nothing of.
+    fn big_write(&mut self) -> Result<(), Error> {
+        let cfs = handles(self.db)?;
+        let n = self.rng.random_range(4..8);
+        let mut changes: Vec<Change> = Vec::new();
+        let mut batch = WriteBatch::new();
+        for _ in 0..n * 4 {
+            if changes.len() == n {
+                break;
+            }
+            let (cf, k) = (self.cf(), self.key());
+            if write_once(k) || changes.iter().any(|c| c.cf == cf as u32 && c.key == k) {
+                continue;
+            }
+            let Some(h) = &cfs[cf] else { continue };
+            let version = (self.exp.lock().expect("expected state").slot(cf, k) >> 1) + 1;
+            batch.put_cf(h, &key_bytes(k), &encode_big(cf, k, version));
+            changes.push(Change {
+                cf: cf as u32,
+                key: k,
+                slot: slot(version, true),
+            });
+        }
+        if changes.is_empty() {
+            return Ok(());
+        }
+        self.tally.big_writes.fetch_add(1, SeqCst);
         self.issue(changes, batch)
     }
 

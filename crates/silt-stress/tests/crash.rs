@@ -118,6 +118,8 @@ fn power_losses_in_every_crash_mode() {
     // LevelDB's check that the harness works: under SyncMode::None some power losses did
     // take back acknowledged, unsynced writes, and the checker accepted only prefixes.
     assert!(v["prefix_losses"].as_u64().unwrap() > 0, "{v}");
+    // Batches committed in parts were among the writes the power losses cut.
+    assert!(v["big_writes"].as_u64().unwrap() > 0, "{v}");
 }
 
 #[test]
