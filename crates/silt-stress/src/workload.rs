@@ -155,9 +155,7 @@ impl Worker<'_> {
             0..450 => self.write(1, false),
             450..600 => self.write(1, true),
             600..645 => self.single_delete(),
-            // Off unless asked for: a second loss of a commit in parts under two threads
-            // is still open (`docs/reliability.md`, "Open").
-            645..650 if std::env::var_os("SILT_STRESS_BIG_WRITES").is_some() => self.big_write(),
+            645..650 if std::env::var_os("SILT_STRESS_NO_BIG_WRITES").is_none() => self.big_write(),
             650..800 => {
                 let n = self.rng.random_range(2..12);
                 let deletes = self.rng.random_bool(0.2);
@@ -214,8 +212,8 @@ impl Worker<'_> {
         self.issue(changes, batch)
     }
 
-    /// With `SILT_STRESS_BIG_WRITES` set (inherited by the crash modes' children): a batch
-    /// of 4–7 puts of 64–100 KiB values ([`encode_big`]) on this thread's keys
+    /// Unless `SILT_STRESS_NO_BIG_WRITES` is set (inherited by the crash modes' children): a
+    /// batch of 4–7 puts of 64–100 KiB values ([`encode_big`]) on this thread's keys
     /// (not write-once ones): always larger than one record of the stress options' log
     /// (256 KiB segments), so the engine writes it as part records and a commit record,
     /// which kills, power losses and flushes between the parts must leave all or nothing of.

@@ -333,9 +333,10 @@ impl DbInner {
                 batch::Record::Part { txn, index, .. } => {
                     // A transaction whose first part lies before the log start was either
                     // committed and flushed (its pin held the log start at its first part
-                    // until then, T4, so its commit record lies before the start too) or
-                    // never committed (its commit failed and unpinned it): its later parts
-                    // are dead. A commit record naming it would still fail below.
+                    // until then, T4; its commit record may still lie after the start, held
+                    // there by another transaction's pin) or never committed (its commit
+                    // failed and unpinned it): its later parts, and its commit record if
+                    // any, are not replayed.
                     if txn < log_start {
                         continue;
                     }
@@ -364,6 +365,13 @@ impl DbInner {
                     parts: n,
                     entries,
                 } => {
+                    // Its first part lies before the log start, so by T4 it is in a table
+                    // already: the start stayed behind its commit record only because
+                    // another transaction's parts held it there. Its parts were skipped
+                    // above; so is the commit.
+                    if txn < log_start {
+                        continue;
+                    }
                     let done = parts.remove(&txn).unwrap_or_default();
                     if let Some(pin) = self.log_pins.lock().get_mut(&(txn, 0)) {
                         *pin = Some(rec.lsn);
