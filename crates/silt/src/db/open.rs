@@ -328,18 +328,21 @@ impl DbInner {
                     format!("log record at LSN {} holds a bad batch: {}", rec.lsn, e.0),
                 )
             })?;
+            // A transaction whose first part lies before the log start was either committed
+            // and flushed (its pin held the log start at its first part until then, T4; its
+            // commit record may still lie after the start, held there by another
+            // transaction's pin) or never committed (its commit failed and unpinned it): its
+            // later parts, and its commit record if any, are not replayed.
+            if matches!(
+                record,
+                batch::Record::Part { txn, .. } | batch::Record::Commit { txn, .. }
+                    if txn < log_start
+            ) {
+                continue;
+            }
             let (entries, done) = match record {
                 batch::Record::Batch(entries) => (entries, Vec::new()),
                 batch::Record::Part { txn, index, .. } => {
-                    // A transaction whose first part lies before the log start was either
-                    // committed and flushed (its pin held the log start at its first part
-                    // until then, T4; its commit record may still lie after the start, held
-                    // there by another transaction's pin) or never committed (its commit
-                    // failed and unpinned it): its later parts, and its commit record if
-                    // any, are not replayed.
-                    if txn < log_start {
-                        continue;
-                    }
                     let seen = parts.entry(txn).or_default();
                     if seen.len() != index as usize {
                         return Err(corrupt(
@@ -365,13 +368,6 @@ impl DbInner {
                     parts: n,
                     entries,
                 } => {
-                    // Its first part lies before the log start, so by T4 it is in a table
-                    // already: the start stayed behind its commit record only because
-                    // another transaction's parts held it there. Its parts were skipped
-                    // above; so is the commit.
-                    if txn < log_start {
-                        continue;
-                    }
                     let done = parts.remove(&txn).unwrap_or_default();
                     if let Some(pin) = self.log_pins.lock().get_mut(&(txn, 0)) {
                         *pin = Some(rec.lsn);
