@@ -179,14 +179,16 @@ fn seek_trailer(snapshot: Seqno) -> [u8; TRAILER_BYTES] {
 /// family in front, seeks with all of it; a table (one column family) with the internal key
 /// after the first four bytes. Built by hand rather than from `seek_key`, to allocate once.
 pub struct LookupKey {
-    buf: Vec<u8>,
+    /// Inline for keys up to 52 bytes, as LevelDB's `LookupKey` keeps a short key on the
+    /// stack: every point read builds one.
+    buf: smallvec::SmallVec<[u8; 64]>,
     snapshot: Seqno,
 }
 
 impl LookupKey {
     /// The search key of `user_key` in column family `cf` as of `snapshot` (at least 1).
     pub fn new(cf: u32, user_key: &[u8], snapshot: Seqno) -> LookupKey {
-        let mut buf = Vec::with_capacity(4 + user_key.len() + TRAILER_BYTES);
+        let mut buf = smallvec::SmallVec::with_capacity(4 + user_key.len() + TRAILER_BYTES);
         buf.extend_from_slice(&cf.to_be_bytes());
         buf.extend_from_slice(user_key);
         buf.extend_from_slice(&seek_trailer(snapshot));

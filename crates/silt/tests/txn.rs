@@ -289,6 +289,51 @@ fn a_partial_scan_protects_only_what_it_read() {
     assert!(matches!(t.commit(), Err(Error::Conflict { .. })));
 }
 
+/// Each step of a scan widens what it protects, from either end: a key written inside
+/// what two steps covered is a phantom, one past the second step is not.
+#[test]
+fn each_step_of_a_scan_widens_what_it_protects_from_either_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path()).unwrap();
+    for k in ["q/1", "q/2", "q/3", "q/4"] {
+        db.put(k.as_bytes(), b"").unwrap();
+    }
+    // (direction, key written by another writer, whether the commit conflicts)
+    let cases: [(bool, &[u8], bool); 4] = [
+        (true, b"q/15", true),
+        (true, b"q/25", false),
+        (false, b"q/35", true),
+        (false, b"q/25", false),
+    ];
+    for (forward, other, conflicts) in cases {
+        let mut t = db.begin(TxnOptions::new(Serializable, Concurrency::Optimistic));
+        let mut it = t.prefix(b"q/");
+        let two: Vec<Vec<u8>> = (0..2)
+            .map(|_| {
+                let p = if forward { it.next() } else { it.next_back() };
+                p.unwrap().unwrap().0
+            })
+            .collect();
+        drop(it);
+        let want: [&[u8]; 2] = if forward {
+            [b"q/1", b"q/2"]
+        } else {
+            [b"q/4", b"q/3"]
+        };
+        assert_eq!(two, want);
+        t.put(b"mark", b"").unwrap();
+        db.put(other, b"").unwrap();
+        let r = t.commit();
+        assert_eq!(
+            matches!(r, Err(Error::Conflict { .. })),
+            conflicts,
+            "forward {forward}, {:?}: {r:?}",
+            String::from_utf8_lossy(other)
+        );
+        db.delete(other).unwrap();
+    }
+}
+
 #[test]
 fn pessimistic_locks_time_out_and_deadlocks_pick_a_victim_with_typed_errors() {
     let dir = tempfile::tempdir().unwrap();

@@ -132,6 +132,35 @@ impl Source {
         })
     }
 
+    /// Records that the read in `slot` covered from `fixed` (the end it started from) to
+    /// `to` (where it is now), in its direction; a read that has a slot already has only
+    /// its moving end changed, in place (no allocation per step).
+    pub(crate) fn cover_to(
+        &self,
+        slot: &mut Option<usize>,
+        fixed: &Bound<Vec<u8>>,
+        to: Bound<&[u8]>,
+        forward: bool,
+    ) {
+        let Some(log) = &self.scans else { return };
+        match slot {
+            Some(i) => log.move_end(*i, forward, to),
+            None => {
+                let to = to.map(<[u8]>::to_vec);
+                let (lo, hi) = if forward {
+                    (fixed.clone(), to)
+                } else {
+                    (to, fixed.clone())
+                };
+                *slot = Some(log.push(ScanRange {
+                    cf: self.cf,
+                    lo,
+                    hi,
+                }));
+            }
+        }
+    }
+
     /// Records that `lo..hi` was covered, in `slot` if the read has one already.
     pub(crate) fn cover(&self, slot: &mut Option<usize>, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) {
         let Some(log) = &self.scans else { return };
@@ -639,29 +668,18 @@ impl Iter {
         }
     }
 
-    /// Records what the front end covered: from the range's start to `to` (the key it
-    /// returned, or the range's end when it ran out).
-    fn cover_front(&mut self, to: Option<&[u8]>) {
-        if self.source.scans.is_some() {
-            let lo = self.bounds.lo.clone();
-            let hi = match to {
-                Some(k) => Bound::Included(k.to_vec()),
-                None => self.bounds.hi.clone(),
-            };
-            self.source.cover(&mut self.front_slot, lo, hi);
-        }
+    /// Records that the front end ran out: it covered the whole range.
+    fn cover_front_to_end(&mut self) {
+        let hi = self.bounds.hi.as_ref().map(Vec::as_slice);
+        self.source
+            .cover_to(&mut self.front_slot, &self.bounds.lo, hi, true);
     }
 
-    /// Records what the back end covered: from `from` to the range's end.
-    fn cover_back(&mut self, from: Option<&[u8]>) {
-        if self.source.scans.is_some() {
-            let hi = self.bounds.hi.clone();
-            let lo = match from {
-                Some(k) => Bound::Included(k.to_vec()),
-                None => self.bounds.lo.clone(),
-            };
-            self.source.cover(&mut self.back_slot, lo, hi);
-        }
+    /// Records that the back end ran out: it covered the whole range.
+    fn cover_back_to_end(&mut self) {
+        let lo = self.bounds.lo.as_ref().map(Vec::as_slice);
+        self.source
+            .cover_to(&mut self.back_slot, &self.bounds.hi, lo, false);
     }
 
     fn step_front(&mut self) -> Result<bool> {
@@ -709,10 +727,12 @@ impl Iter {
             Ok(true) => {
                 let w = self.front.as_ref().expect("stepped");
                 let met = self.back_moved && self.back.as_ref().is_some_and(|b| w.key() >= b.key());
-                if self.source.scans.is_some() {
-                    let k = w.key().to_vec();
-                    self.cover_front(Some(&k));
-                }
+                self.source.cover_to(
+                    &mut self.front_slot,
+                    &self.bounds.lo,
+                    Bound::Included(w.key()),
+                    true,
+                );
                 if met {
                     // The two ends met: nothing lies between them.
                     self.done = true;
@@ -723,7 +743,7 @@ impl Iter {
                 Some(Ok((w.key(), w.value())))
             }
             Ok(false) => {
-                self.cover_front(None);
+                self.cover_front_to_end();
                 self.done = true;
                 None
             }
@@ -744,10 +764,12 @@ impl Iter {
                 let w = self.back.as_ref().expect("stepped");
                 let met =
                     self.front_moved && self.front.as_ref().is_some_and(|f| w.key() <= f.key());
-                if self.source.scans.is_some() {
-                    let k = w.key().to_vec();
-                    self.cover_back(Some(&k));
-                }
+                self.source.cover_to(
+                    &mut self.back_slot,
+                    &self.bounds.hi,
+                    Bound::Included(w.key()),
+                    false,
+                );
                 if met {
                     self.done = true;
                     return None;
@@ -757,7 +779,7 @@ impl Iter {
                 Some(Ok((w.key(), w.value())))
             }
             Ok(false) => {
-                self.cover_back(None);
+                self.cover_back_to_end();
                 self.done = true;
                 None
             }

@@ -157,6 +157,22 @@ impl ScanLog {
         self.0.lock()[slot] = r;
     }
 
+    /// Moves one end of the range in `slot` (the high end if `forward`) to `to`, reusing
+    /// its buffer: an iterator widens its range at every step.
+    pub(crate) fn move_end(&self, slot: usize, forward: bool, to: Bound<&[u8]>) {
+        let mut v = self.0.lock();
+        let r = &mut v[slot];
+        let end = if forward { &mut r.hi } else { &mut r.lo };
+        match (end, to) {
+            (Bound::Included(buf), Bound::Included(k))
+            | (Bound::Excluded(buf), Bound::Excluded(k)) => {
+                buf.clear();
+                buf.extend_from_slice(k);
+            }
+            (end, to) => *end = to.map(<[u8]>::to_vec),
+        }
+    }
+
     /// Every range recorded so far.
     pub(crate) fn ranges(&self) -> Vec<ScanRange> {
         self.0.lock().clone()

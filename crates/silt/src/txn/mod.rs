@@ -37,6 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 
 use crate::batch::{self, WriteBatch, MAX_VALUE_BYTES};
 use crate::cf::ColumnFamily;
@@ -167,12 +168,16 @@ type KeyCheck<'a> = (u32, &'a [u8], Seqno, ConflictKind);
 /// kind of conflict it would be.
 #[derive(Default)]
 struct Checks {
-    keys: HashMap<(u32, Vec<u8>), (Seqno, ConflictKind)>,
+    /// Keys inline up to 32 bytes, as the write buffer's: a read adds one per key it reads.
+    keys: HashMap<(u32, SmallVec<[u8; 32]>), (Seqno, ConflictKind)>,
 }
 
 impl Checks {
     fn add(&mut self, cf: u32, key: &[u8], since: Seqno, kind: ConflictKind) {
-        let e = self.keys.entry((cf, key.to_vec())).or_insert((since, kind));
+        let e = self
+            .keys
+            .entry((cf, SmallVec::from_slice(key)))
+            .or_insert((since, kind));
         e.0 = e.0.min(since);
         if kind == ConflictKind::WriteWrite {
             e.1 = kind;
