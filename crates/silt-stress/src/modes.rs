@@ -251,6 +251,8 @@ pub fn crash(exe: &Path, run: &CrashRun) -> Summary {
         for l in &lines {
             if let Some(n) = l.strip_prefix("ops: ") {
                 sum.ops += n.trim().parse::<u64>().unwrap_or(0);
+            } else if l == "big write" {
+                sum.big_writes += 1;
             }
         }
         sum.cycles += 1;
@@ -291,6 +293,7 @@ pub fn child(run: &CrashRun, seconds: u64) -> Result<(), String> {
     if run.kill_odds > 0 {
         silt::kill_point::arm(run.seed, run.kill_odds);
     }
+    workload::ANNOUNCE_BIG_WRITES.store(true, std::sync::atomic::Ordering::SeqCst);
     let exp = Arc::new(Mutex::new(exp));
     let tally = workload::run(
         &db,

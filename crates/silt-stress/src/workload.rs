@@ -24,6 +24,11 @@ pub fn write_once(k: u32) -> bool {
     k % 8 == 7
 }
 
+/// Set by a crash run's child ([`crate::modes::child`]): each big write is announced on
+/// stderr as it is issued (`big write`), because a killed child never prints its tally and
+/// the parent would otherwise not know whether the cycle cut any commit in parts.
+pub static ANNOUNCE_BIG_WRITES: AtomicBool = AtomicBool::new(false);
+
 /// How a run stops.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
@@ -243,6 +248,9 @@ impl Worker<'_> {
             return Ok(());
         }
         self.tally.big_writes.fetch_add(1, SeqCst);
+        if ANNOUNCE_BIG_WRITES.load(SeqCst) {
+            eprintln!("big write");
+        }
         self.issue(changes, batch)
     }
 

@@ -75,6 +75,11 @@ fn black_box_kills() {
     ]);
     assert_eq!(v["cycles"], n);
     assert!(v["verified"].as_u64().unwrap() > 0);
+    // Kills landed while batches in parts were being written (the children announce them;
+    // a killed child's own tally is lost). A thousand cycles issue hundreds.
+    if n >= 100 {
+        assert!(v["big_writes"].as_u64().unwrap() > 0, "{v}");
+    }
 }
 
 #[test]
