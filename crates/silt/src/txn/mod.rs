@@ -164,12 +164,14 @@ impl TxnOptions {
 /// and what kind.
 type KeyCheck<'a> = (u32, &'a [u8], Seqno, ConflictKind);
 
+/// A checked key, inline up to 32 bytes as the write buffer's: a read adds one per key.
+type CheckKey = SmallVec<[u8; 32]>;
+
 /// What a commit must check: per key, the seqno from which a change is a conflict, and what
 /// kind of conflict it would be.
 #[derive(Default)]
 struct Checks {
-    /// Keys inline up to 32 bytes, as the write buffer's: a read adds one per key it reads.
-    keys: HashMap<(u32, SmallVec<[u8; 32]>), (Seqno, ConflictKind)>,
+    keys: HashMap<(u32, CheckKey), (Seqno, ConflictKind)>,
 }
 
 impl Checks {
