@@ -75,9 +75,9 @@ fn black_box_kills() {
     ]);
     assert_eq!(v["cycles"], n);
     assert!(v["verified"].as_u64().unwrap() > 0);
-    // Kills landed while batches in parts were being written (the children announce them;
-    // a killed child's own tally is lost). A thousand cycles issue hundreds.
-    if n >= 100 {
+    // The children wrote batches in parts among the kills (each announces the ones it
+    // starts, since a killed child's own tally is lost; a hundred cycles start some).
+    if n >= 100 && std::env::var_os("SILT_STRESS_NO_BIG_WRITES").is_none() {
         assert!(v["big_writes"].as_u64().unwrap() > 0, "{v}");
     }
 }

@@ -175,7 +175,6 @@ impl Drop for OsLock {
 
 impl FileLock for OsLock {}
 
-/// An open file and, once [`File::write_mapped`] was used, a shared mapping of it.
 /// Bytes of a zero-fill whose writeback is started together ([`File::write_zeros`]).
 const PACE_BYTES: u64 = 1 << 20;
 
@@ -186,7 +185,8 @@ struct Pacer {
     piece: u64,
     /// Where the piece before it started, if its writeback was started and not waited for.
     started: Option<u64>,
-    /// Pacing is off: the file system does not support `sync_file_range`.
+    /// Pacing is off: `sync_file_range` is not supported here, or starting a piece's
+    /// writeback failed (a hint only: the write goes on, and its `fdatasync` decides).
     off: bool,
 }
 
@@ -204,7 +204,13 @@ impl Pacer {
         if self.off || end - self.piece < PACE_BYTES {
             return Ok(());
         }
-        if !sync_range(file, self.piece, end - self.piece, false)? {
+        // Starting writeback does not touch the file's writeback error, so a failure here
+        // only ends the pacing; waiting does report and clear that error, so a failed wait
+        // is the write's failure (the final `fdatasync` would no longer see it).
+        if !matches!(
+            sync_range(file, self.piece, end - self.piece, false),
+            Ok(true)
+        ) {
             self.off = true;
             return Ok(());
         }
@@ -250,6 +256,7 @@ fn sync_range(_file: &stdfs::File, _offset: u64, _len: u64, _wait: bool) -> io::
     Ok(false)
 }
 
+/// An open file and, once [`File::write_mapped`] was used, a shared mapping of it.
 struct OsFile {
     file: stdfs::File,
     /// The mapping covers the file's length at the time it was made; `set_len` drops it.
@@ -329,7 +336,7 @@ impl File for OsFile {
     /// so at most two pieces are in flight. Written in one burst, a log segment's 16 MiB of
     /// zeros went to the device at once, and a durable commit's `fdatasync` that came while
     /// the background preparer's did waited behind all of it (15-20 ms: the worst batch of
-    /// every durable cell). A `sync_file_range` error is returned, not swallowed: it reports
+    /// every durable cell). An error from a wait is returned, not swallowed: waiting reports
     /// and clears the file's writeback error, which the final `fdatasync` would then miss.
     fn write_zeros(&self, offset: u64, len: u64) -> io::Result<()> {
         let page = rustix::param::page_size() as u64;

@@ -332,6 +332,26 @@ fn each_step_of_a_scan_widens_what_it_protects_from_either_end() {
         );
         db.delete(other).unwrap();
     }
+    // A scan that ran out covers up to its bound: a key written after its last pair, still
+    // inside the bound, is a phantom, from either end.
+    for forward in [true, false] {
+        let mut t = db.begin(TxnOptions::new(Serializable, Concurrency::Optimistic));
+        let n = if forward {
+            t.prefix(b"q/").count()
+        } else {
+            t.prefix(b"q/").rev().count()
+        };
+        assert_eq!(n, 4);
+        t.put(b"mark", b"").unwrap();
+        let other: &[u8] = if forward { b"q/5" } else { b"q/0" };
+        db.put(other, b"").unwrap();
+        let r = t.commit();
+        assert!(
+            matches!(r, Err(Error::Conflict { .. })),
+            "forward {forward}: {r:?}"
+        );
+        db.delete(other).unwrap();
+    }
 }
 
 #[test]
