@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -58,6 +58,9 @@ pub(crate) struct Segments {
     poisoned: AtomicBool,
     /// What poisoned the segments, for [`crate::Wal::poison_cause`].
     cause: Mutex<Option<String>>,
+    /// The highest LSN a purge was asked to reach: only segments wholly below it may have
+    /// left the table while records were being synced (`Inner::sync_range` asserts it).
+    purged_to: AtomicU64,
 }
 
 struct Wanted {
@@ -114,6 +117,7 @@ impl Segments {
             wanted_cv: Condvar::new(),
             poisoned: AtomicBool::new(false),
             cause: Mutex::new(None),
+            purged_to: AtomicU64::new(0),
         }
     }
 
@@ -319,8 +323,14 @@ impl Segments {
         Ok(ahead.len())
     }
 
+    /// How far purges have reached (see `purged_to`).
+    pub(crate) fn purged_to(&self) -> u64 {
+        self.purged_to.load(SeqCst)
+    }
+
     pub(crate) fn purge_below(&self, lsn: u64, keep_from: u64, empty_pool: bool) -> Result<usize> {
         let mut prep = self.prep.lock();
+        self.purged_to.fetch_max(lsn, SeqCst);
         let victims: Vec<u64> = self
             .files
             .read()
