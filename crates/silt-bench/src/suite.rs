@@ -120,6 +120,12 @@ pub struct SuiteArgs {
     /// last is every row in one transaction, 800,000 key-value writes).
     #[arg(long, default_value = "100,1000,10000,100000,200000")]
     pub sweep_batch: String,
+    /// `seeds`: go on with an interrupted run in `--out` instead of starting afresh: its
+    /// finished cells (status ok in `results.jsonl`) are kept and not run again, so a
+    /// matrix of hours (`--scale full`) can run in pieces. Refused unless every other flag
+    /// but `--dir` is as the run in `--out` was started with (`resume.txt`).
+    #[arg(long)]
+    pub resume: bool,
 }
 
 impl SuiteArgs {
@@ -483,6 +489,9 @@ pub fn suite(mut a: SuiteArgs) -> Result<(), String> {
     if a.out.is_none() {
         a.out = Some(PathBuf::from("bench-results").join(&a.name));
     }
+    if a.resume && a.name != "seeds" {
+        return Err("--resume is for `suite seeds` only".into());
+    }
     match a.name.as_str() {
         "seeds" => seeds_suite(a),
         "txn" => txn_suite(a),
@@ -556,6 +565,75 @@ fn start_out(a: &SuiteArgs) -> Result<(std::fs::File, PathBuf, String), String> 
     std::fs::write(out.join("command.txt"), format!("{note}\n"))
         .map_err(|e| format!("{}: {e}", out.display()))?;
     Ok((file, results_path, note))
+}
+
+/// What a resumed `suite seeds` must agree on with the run it continues: every flag that
+/// changes which cells run or what they measure (`--dir`, where the databases go, may
+/// differ).
+fn fingerprint(a: &SuiteArgs, engines: &str) -> String {
+    format!(
+        "suite seeds --engines {engines} --num {} --threads {} --repeat {} --cache-bytes {} \
+         --fsync-delay-us {} --seed {} --scale {}",
+        a.num, a.threads, a.repeat, a.cache_bytes, a.fsync_delay_us, a.seed, a.scale
+    )
+}
+
+/// Reopens `--out` of an interrupted `suite seeds` (`--resume`): checks `resume.txt`
+/// against this run's flags, keeps the finished cells of `results.jsonl` (status ok; a
+/// failed or torn line is dropped, so its cell runs again) and rewrites the file with
+/// them, to be appended to. Returns the file, its path, the report's note and the kept
+/// results.
+fn resume_out(
+    a: &SuiteArgs,
+    engines: &str,
+) -> Result<(std::fs::File, PathBuf, String, Vec<EngineResult>), String> {
+    let out = a.out();
+    let stamp = out.join("resume.txt");
+    let want = fingerprint(a, engines);
+    let had = std::fs::read_to_string(&stamp).map_err(|e| {
+        format!(
+            "--resume: {} has no run to go on with ({}: {e})",
+            out.display(),
+            stamp.display()
+        )
+    })?;
+    if had.trim() != want {
+        return Err(format!(
+            "--resume: the run in {} was started as `{}`, not `{want}`",
+            out.display(),
+            had.trim()
+        ));
+    }
+    let results_path = out.join("results.jsonl");
+    let text = std::fs::read_to_string(&results_path).unwrap_or_default();
+    let kept: Vec<EngineResult> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<EngineResult>(l.trim()).ok())
+        .filter(|r| r.status == "ok")
+        .collect();
+    let mut body = String::new();
+    for r in &kept {
+        body.push_str(&crate::output::engine_json_line(r));
+        body.push('\n');
+    }
+    std::fs::write(&results_path, body).map_err(|e| format!("{}: {e}", results_path.display()))?;
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&results_path)
+        .map_err(|e| format!("{}: {e}", results_path.display()))?;
+    let command_path = out.join("command.txt");
+    let first = std::fs::read_to_string(&command_path).unwrap_or_default();
+    let resumed = format!(
+        "Resumed on {} with {} finished cells kept.",
+        crate::output::today(),
+        kept.len()
+    );
+    let note = format!("{} {resumed}", first.lines().collect::<Vec<_>>().join(" "))
+        .trim()
+        .to_string();
+    std::fs::write(&command_path, format!("{note}\n"))
+        .map_err(|e| format!("{}: {e}", command_path.display()))?;
+    Ok((file, results_path, note, kept))
 }
 
 /// Writes the report of `all` and fails if a cell failed.
@@ -651,7 +729,15 @@ fn seeds_suite(a: SuiteArgs) -> Result<(), String> {
         "full" => true,
         other => return Err(format!("--scale must be default or full, not {other:?}")),
     };
-    let (mut file, results_path, note) = start_out(&a)?;
+    let (mut file, results_path, note, kept) = if a.resume {
+        resume_out(&a, &engines_flag)?
+    } else {
+        let (file, path, note) = start_out(&a)?;
+        let stamp = a.out().join("resume.txt");
+        std::fs::write(&stamp, format!("{}\n", fingerprint(&a, &engines_flag)))
+            .map_err(|e| format!("{}: {e}", stamp.display()))?;
+        (file, path, note, Vec::new())
+    };
     // One load per engine and load shape, copied into every cell that preloads the same
     // keys (see `run --load-cache`): most of the suite's read cells preload the same N keys.
     let load_cache = match &a.dir {
@@ -667,7 +753,7 @@ fn seeds_suite(a: SuiteArgs) -> Result<(), String> {
     }
     .map_err(|e| format!("load image directory: {e}"))?;
     let started = std::time::Instant::now();
-    let mut all: Vec<EngineResult> = Vec::new();
+    let mut all: Vec<EngineResult> = kept.clone();
     let mut groups = seeds(a.num);
     if full {
         groups.extend(seeds_full(a.num));
@@ -675,8 +761,15 @@ fn seeds_suite(a: SuiteArgs) -> Result<(), String> {
     let engines = crate::stats::names(&engines_flag);
     let plan = Plan::new(&groups, &engines, a.repeat.max(1), a.threads);
     let mut images = Images::default();
-    let mut done = 0;
+    let mut done = kept.len();
     eprintln!("{}", plan.describe(&engines));
+    if a.resume {
+        eprintln!(
+            "silt-bench suite seeds: resuming {}: {} finished cells kept, not run again",
+            a.out().display(),
+            kept.len()
+        );
+    }
     let bar = indicatif::ProgressBar::with_draw_target(
         Some(plan.total_ms()),
         indicatif::ProgressDrawTarget::stderr_with_hz(2),
@@ -719,7 +812,18 @@ fn seeds_suite(a: SuiteArgs) -> Result<(), String> {
                 ..RunArgs::defaults()
             };
             let mut write_err = None;
-            crate::run::run_matrix(&args, &mut |r| {
+            let finished = |k: &crate::run::CellKey<'_>| {
+                kept.iter().any(|r| {
+                    r.repeat == repeat
+                        && r.num == g.num
+                        && r.engine == k.engine
+                        && r.workload == k.workload
+                        && r.sync == k.sync
+                        && r.threads == k.threads
+                        && r.batch == k.batch
+                })
+            };
+            crate::run::run_matrix_except(&args, &finished, &mut |r| {
                 done += 1;
                 if r.status != "unavailable" {
                     say(

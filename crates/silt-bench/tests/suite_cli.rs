@@ -140,6 +140,84 @@ fn the_full_scale_runs_the_seeds_regime_too() {
     assert!(cell("range100", 2, 1, "none", 10_000));
 }
 
+/// An interrupted suite goes on where it stopped: `--resume` keeps the finished cells (not
+/// run again: their lines come back unchanged), drops a failed or torn line and runs its
+/// cell again, and refuses a run started with other flags or none at all.
+#[test]
+fn a_resumed_suite_runs_only_what_was_not_finished() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        bench()
+            .args(["suite", "seeds", "--num", "1000", "--engines", "silt"])
+            .args(extra)
+            .arg("--out")
+            .arg(out_dir.path())
+            .output()
+            .unwrap()
+    };
+    // Nothing to resume yet.
+    let out = run(&["--resume"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no run to go on with"));
+
+    let out = run(&[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = out_dir.path().join("results.jsonl");
+    let full = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = full.lines().collect();
+    assert_eq!(lines.len(), 24, "{full}");
+    // As if killed during the sixth cell, after a failed fifth: five lines kept whole, the
+    // fifth marked failed, and half of the sixth.
+    let failed = lines[4].replacen("\"status\":\"ok\"", "\"status\":\"failed\"", 1);
+    assert_ne!(failed, lines[4]);
+    let cut = format!(
+        "{}\n{failed}\n{}",
+        lines[..4].join("\n"),
+        &lines[5][..lines[5].len() / 2]
+    );
+    std::fs::write(&path, cut).unwrap();
+
+    // Other flags: refused, and nothing is touched.
+    let out = run(&["--resume", "--seed", "7"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("was started as"));
+
+    let out = run(&["--resume"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("4 finished cells kept"), "{stderr}");
+    let after = std::fs::read_to_string(&path).unwrap();
+    let again: Vec<&str> = after.lines().collect();
+    assert_eq!(again.len(), 24, "{after}");
+    // The kept cells were not run again: their lines, timings included, are as they were.
+    assert_eq!(&again[..4], &lines[..4]);
+    let cells = |ls: &[&str]| {
+        let mut v: Vec<(String, String, u64, u64)> = ls
+            .iter()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                (
+                    v["workload"].as_str().unwrap().to_string(),
+                    v["sync"].as_str().unwrap().to_string(),
+                    v["batch"].as_u64().unwrap(),
+                    v["num"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(cells(&again), cells(&lines), "the same cells, each once");
+    assert!(again.iter().all(|l| l.contains("\"status\":\"ok\"")));
+    let command = std::fs::read_to_string(out_dir.path().join("command.txt")).unwrap();
+    assert!(command.contains("Resumed on"), "{command}");
+    assert!(out_dir.path().join("report.md").exists());
+}
+
 #[test]
 fn unknown_suite_and_tiny_sizes_are_errors() {
     let bad_scale = ["suite", "seeds", "--scale", "huge"];

@@ -102,7 +102,7 @@ mod worker;
 mod workload;
 
 pub use child::cell;
-pub use parent::{progress, run, run_matrix};
+pub use parent::{progress, run, run_matrix, run_matrix_except, CellKey};
 #[cfg(test)]
 pub(crate) use workload::PRESETS;
 

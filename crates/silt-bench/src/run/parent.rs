@@ -208,6 +208,27 @@ pub fn run_matrix(
     a: &RunArgs,
     each: &mut dyn FnMut(&EngineResult),
 ) -> Result<Vec<EngineResult>, String> {
+    run_matrix_except(a, &|_| false, each)
+}
+
+/// A cell of a matrix, as its result line names it: `workload` is the preset's name where
+/// there is one (`EngineResult::workload`).
+#[derive(Clone, Copy, Debug)]
+pub struct CellKey<'a> {
+    pub engine: &'a str,
+    pub workload: &'a str,
+    pub sync: &'a str,
+    pub threads: usize,
+    pub batch: usize,
+}
+
+/// [`run_matrix`] without the cells `skip` names (a resumed suite's finished ones): they
+/// are neither run nor reported.
+pub fn run_matrix_except(
+    a: &RunArgs,
+    skip: &dyn Fn(&CellKey<'_>) -> bool,
+    each: &mut dyn FnMut(&EngineResult),
+) -> Result<Vec<EngineResult>, String> {
     validate(a)?;
     let engines = names(&a.engines);
     let workloads = workload_names(a);
@@ -275,6 +296,16 @@ pub fn run_matrix(
                 for s in &syncs {
                     for &t in &ts {
                         for &b in &bs {
+                            let key = CellKey {
+                                engine: e,
+                                workload: label.unwrap_or(wl.name()),
+                                sync: s,
+                                threads: t,
+                                batch: b,
+                            };
+                            if skip(&key) {
+                                continue;
+                            }
                             cells.push(CellSpec {
                                 args: args.clone(),
                                 engine: e.clone(),
