@@ -567,6 +567,9 @@ fn start_out(a: &SuiteArgs) -> Result<(std::fs::File, PathBuf, String), String> 
     Ok((file, results_path, note))
 }
 
+/// The line `resume.txt` gets once every cell of its run has run.
+const FINISHED: &str = "finished";
+
 /// What a resumed `suite seeds` must agree on with the run it continues: every flag that
 /// changes which cells run or what they measure (`--dir`, where the databases go, may
 /// differ).
@@ -597,6 +600,7 @@ fn resume_out(
             stamp.display()
         )
     })?;
+    let had = had.lines().next().unwrap_or_default();
     if had.trim() != want {
         return Err(format!(
             "--resume: the run in {} was started as `{}`, not `{want}`",
@@ -606,17 +610,47 @@ fn resume_out(
     }
     let results_path = out.join("results.jsonl");
     let text = std::fs::read_to_string(&results_path).unwrap_or_default();
-    let kept: Vec<EngineResult> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<EngineResult>(l.trim()).ok())
-        .filter(|r| r.status == "ok")
-        .collect();
+    // Kept lines stay as they were written, byte for byte; the others (failed cells, a
+    // torn last line, anything this binary cannot read) move to `results.dropped.jsonl`,
+    // never lost. The new file replaces the old by a rename, so a kill meanwhile leaves
+    // one or the other whole.
+    let mut kept = Vec::new();
     let mut body = String::new();
-    for r in &kept {
-        body.push_str(&crate::output::engine_json_line(r));
-        body.push('\n');
+    let mut dropped = String::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<EngineResult>(line.trim()) {
+            Ok(r) if r.status == "ok" => {
+                body.push_str(line);
+                body.push('\n');
+                kept.push(r);
+            }
+            _ => {
+                dropped.push_str(line);
+                dropped.push('\n');
+            }
+        }
     }
-    std::fs::write(&results_path, body).map_err(|e| format!("{}: {e}", results_path.display()))?;
+    if !dropped.is_empty() {
+        let path = out.join("results.dropped.jsonl");
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        f.write_all(dropped.as_bytes())
+            .and_then(|()| f.sync_all())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!(
+            "silt-bench suite seeds: {} unfinished or unreadable lines moved to {} (their cells run again)",
+            dropped.lines().count(),
+            path.display()
+        );
+    }
+    let tmp = out.join("results.jsonl.tmp");
+    std::fs::write(&tmp, &body)
+        .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, &results_path))
+        .map_err(|e| format!("{}: {e}", results_path.display()))?;
     let file = std::fs::OpenOptions::new()
         .append(true)
         .open(&results_path)
@@ -729,11 +763,23 @@ fn seeds_suite(a: SuiteArgs) -> Result<(), String> {
         "full" => true,
         other => return Err(format!("--scale must be default or full, not {other:?}")),
     };
+    let stamp = a.out().join("resume.txt");
     let (mut file, results_path, note, kept) = if a.resume {
         resume_out(&a, &engines_flag)?
     } else {
+        // A run stopped before its end is not thrown away by a fresh start by mistake.
+        let unfinished =
+            std::fs::read_to_string(&stamp).is_ok_and(|t| !t.lines().any(|l| l == FINISHED));
+        let has_results =
+            std::fs::metadata(a.out().join("results.jsonl")).is_ok_and(|m| m.len() > 0);
+        if unfinished && has_results {
+            return Err(format!(
+                "{} holds a run that did not finish: go on with it with --resume, or remove \
+                 its results.jsonl (or give another --out) to start afresh",
+                a.out().display()
+            ));
+        }
         let (file, path, note) = start_out(&a)?;
-        let stamp = a.out().join("resume.txt");
         std::fs::write(&stamp, format!("{}\n", fingerprint(&a, &engines_flag)))
             .map_err(|e| format!("{}: {e}", stamp.display()))?;
         (file, path, note, Vec::new())
@@ -853,6 +899,11 @@ fn seeds_suite(a: SuiteArgs) -> Result<(), String> {
         }
     }
     bar.finish_and_clear();
+    std::fs::write(
+        &stamp,
+        format!("{}\n{FINISHED}\n", fingerprint(&a, &engines_flag)),
+    )
+    .map_err(|e| format!("{}: {e}", stamp.display()))?;
     eprintln!(
         "silt-bench suite seeds: {} cells in {:.0} s (estimated {:.0} s)",
         all.len(),
@@ -865,6 +916,33 @@ fn seeds_suite(a: SuiteArgs) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--resume` knows a finished cell by engine, workload, sync, threads, batch, N and
+    /// repeat: no two cells of the matrix may share those.
+    #[test]
+    fn no_two_cells_of_the_seed_matrix_share_a_resume_key() {
+        for n in [1000, 1_000_000] {
+            let mut groups = seeds(n);
+            groups.extend(seeds_full(n));
+            let mut seen = std::collections::HashSet::new();
+            for g in &groups {
+                for w in g.workloads.split(',') {
+                    for s in g.sync.split(',') {
+                        for t in g.threads.unwrap_or("2").split(',') {
+                            for b in g.batch.split(',') {
+                                assert!(
+                                    seen.insert((w, s, t, b, g.num)),
+                                    "{w} sync {s} threads {t} batch {b} N {} again in {}",
+                                    g.num,
+                                    g.name
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_seed_matrix_names_every_seed_workload() {

@@ -180,7 +180,16 @@ fn a_resumed_suite_runs_only_what_was_not_finished() {
         &lines[5][..lines[5].len() / 2]
     );
     std::fs::write(&path, cut).unwrap();
+    // A finished run says so in `resume.txt`; this one was stopped before.
+    let stamp = out_dir.path().join("resume.txt");
+    let flags = std::fs::read_to_string(&stamp).unwrap();
+    assert!(flags.lines().any(|l| l == "finished"), "{flags}");
+    std::fs::write(&stamp, flags.lines().next().unwrap()).unwrap();
 
+    // A fresh start would throw the unfinished run away: refused.
+    let out = run(&[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did not finish"));
     // Other flags: refused, and nothing is touched.
     let out = run(&["--resume", "--seed", "7"]);
     assert!(!out.status.success());
@@ -190,6 +199,10 @@ fn a_resumed_suite_runs_only_what_was_not_finished() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("4 finished cells kept"), "{stderr}");
+    // The failed line and the torn one were moved aside, not lost.
+    let dropped = std::fs::read_to_string(out_dir.path().join("results.dropped.jsonl")).unwrap();
+    assert_eq!(dropped.lines().count(), 2, "{dropped}");
+    assert!(dropped.contains("\"status\":\"failed\""));
     let after = std::fs::read_to_string(&path).unwrap();
     let again: Vec<&str> = after.lines().collect();
     assert_eq!(again.len(), 24, "{after}");
@@ -216,6 +229,13 @@ fn a_resumed_suite_runs_only_what_was_not_finished() {
     let command = std::fs::read_to_string(out_dir.path().join("command.txt")).unwrap();
     assert!(command.contains("Resumed on"), "{command}");
     assert!(out_dir.path().join("report.md").exists());
+    // Finished: a fresh start is allowed again.
+    let out = run(&[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

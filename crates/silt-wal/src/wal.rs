@@ -351,3 +351,35 @@ pub(crate) fn validate(opts: &Options) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SyncMode;
+
+    /// A segment that leaves the table with records in it, other than by a purge, makes
+    /// the next sync fail and the log refuse writes: its records would otherwise be
+    /// acknowledged as synced with no sync covering them.
+    #[test]
+    fn a_sync_over_a_segment_gone_without_a_purge_fails_and_poisons() {
+        let dir = tempfile::tempdir().unwrap();
+        let seg = crate::format::MIN_SEGMENT_BYTES;
+        let wal = Wal::open(
+            dir.path(),
+            Options::default().sync(SyncMode::None).segment_bytes(seg),
+        )
+        .unwrap();
+        while wal.reserved_lsn() < seg + seg / 2 {
+            wal.append(&[7u8; 1000]).unwrap();
+        }
+        // Segment 1 holds records; take it out of the table as no purge would.
+        let current = 0;
+        assert!(wal.inner.segments.drop_ahead(current, || true).unwrap() >= 1);
+        let e = wal.sync().unwrap_err();
+        assert!(e.to_string().contains("purge point"), "{e}");
+        assert!(
+            wal.append(b"more").is_err(),
+            "the log took a write after the hole"
+        );
+    }
+}

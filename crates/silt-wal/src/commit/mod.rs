@@ -570,13 +570,25 @@ impl Inner {
                 // Purged: skipping it is right only because a purge takes no segment but
                 // one wholly below where it was asked to reach, whose records the caller
                 // keeps elsewhere (the engine's tables). Any other missing segment is a
-                // hole: records written into a file no sync covers.
-                debug_assert!(
-                    (seg + 1) * s <= self.segments.purged_to(),
-                    "log segment {seg} is missing, above the purge point {}",
-                    self.segments.purged_to()
-                );
-                continue;
+                // hole: records written into a file no sync covers, so the sync fails and
+                // the log takes no more writes, as after a failed `fdatasync` (an error,
+                // not a panic: a panic here would leave the sync stream held).
+                if (seg + 1) * s <= self.segments.purged_to() {
+                    continue;
+                }
+                self.poison();
+                return Err(Error::io(
+                    "fdatasync",
+                    Some(self.segments.path(seg)),
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!(
+                            "log segment {seg} holds records to sync but is gone, above the \
+                             purge point {}",
+                            self.segments.purged_to()
+                        ),
+                    ),
+                ));
             };
             self.fsyncs.fetch_add(1, SeqCst);
             let t = Instant::now();
