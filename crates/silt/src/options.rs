@@ -63,6 +63,7 @@ pub struct DbBuilder {
     pub(crate) cf_blob_threshold_bytes: std::collections::BTreeMap<String, Option<usize>>,
     pub(crate) blob_gc_garbage_ratio: f64,
     pub(crate) blob_from_log: bool,
+    pub(crate) flush_below_l0: bool,
     pub(crate) fs: Option<Arc<dyn FileSystem>>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) ttl: Option<Duration>,
@@ -105,6 +106,7 @@ impl DbBuilder {
             cf_blob_threshold_bytes: std::collections::BTreeMap::new(),
             blob_gc_garbage_ratio: 0.5,
             blob_from_log: true,
+            flush_below_l0: true,
             fs: None,
             clock: Arc::new(SystemClock),
             ttl: None,
@@ -384,6 +386,16 @@ impl DbBuilder {
     /// Target size of a table written by compaction. Default 64 MiB.
     pub fn table_target_bytes(mut self, bytes: u64) -> Self {
         self.table_target_bytes = bytes.max(4096);
+        self
+    }
+
+    /// Whether a flush may cut a family's entries into several tables at gaps in the key
+    /// space (two writers each loading their own range) and write each such table that
+    /// overlaps no table at any level straight to the base level (the level level 0 compacts
+    /// into). Off, every flushed table goes to level 0 and reaches the levels below by
+    /// compaction. `docs/design.md`, "Flush". Default `true`.
+    pub fn flush_below_level0(mut self, on: bool) -> Self {
+        self.flush_below_l0 = on;
         self
     }
 

@@ -10,6 +10,8 @@ fn open(path: &std::path::Path) -> Db {
     Db::builder(path)
         .sync_mode(SyncMode::None)
         .memtable_bytes(1 << 20)
+        // Flushed tables to level 0, as the tests of level 0's compactions need.
+        .flush_below_level0(false)
         // No automatic level-0 compaction: the test compacts by hand.
         .l0_compaction_trigger(1000)
         .l0_stall_tables(2000)
@@ -336,4 +338,119 @@ fn wait_for_compactions_covers_the_log_purge_and_replaced_tables() {
         assert_eq!(files("tables", "sst") as u64, live, "round {round}: {s:?}");
     }
     db.close().unwrap();
+}
+
+/// Loads `streams` writers' key ranges round robin, `per_batch` keys of each writer per
+/// batch, `per_writer` keys each, into a database with 256 KiB memtables; returns the
+/// stats once everything is flushed and compacted, and checks every key and a full scan.
+fn load_streams(
+    below_l0: bool,
+    streams: &[u64],
+    per_writer: u64,
+    per_batch: u64,
+    key: &dyn Fn(u64) -> Vec<u8>,
+) -> silt::Stats {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::builder(tmp.path())
+        .sync_mode(SyncMode::None)
+        .memtable_bytes(256 << 10)
+        .table_target_bytes(64 << 10)
+        .flush_below_level0(below_l0)
+        .open()
+        .unwrap();
+    let mut all = Vec::new();
+    for start in (0..per_writer).step_by(per_batch as usize) {
+        let mut b = WriteBatch::new();
+        for &s in streams {
+            for i in start..(start + per_batch).min(per_writer) {
+                b.put(&key(s + i), &[i as u8; 100]);
+                all.push((key(s + i), i as u8));
+            }
+        }
+        db.write(b, WriteOptions::default()).unwrap();
+    }
+    db.flush().unwrap();
+    assert!(db
+        .wait_for_compactions(std::time::Duration::from_secs(60))
+        .unwrap());
+    all.sort();
+    for (k, v) in &all {
+        assert_eq!(db.get(k).unwrap(), Some(vec![*v; 100]), "{k:?}");
+    }
+    let scanned: Vec<Vec<u8>> = db.iter().map(|r| r.unwrap().0.to_vec()).collect();
+    let want: Vec<Vec<u8>> = all.iter().map(|(k, _)| k.clone()).collect();
+    assert_eq!(scanned, want, "a full scan sees every key once, in order");
+    let s = db.stats();
+    db.close().unwrap();
+    s
+}
+
+#[test]
+fn two_sequential_writers_load_without_any_rewrite() {
+    // Writers A (keys from 0) and B (from 1,000,000): each memtable holds a run of each. The
+    // flush cuts between the runs, and each table, overlapping nothing, goes straight to the
+    // last level: nothing is compacted, so the write amplification is the log's and the
+    // flush's alone.
+    let key = |i: u64| i.to_be_bytes().to_vec();
+    let s = load_streams(true, &[0, 1_000_000], 20_000, 50, &key);
+    assert!(s.flushes >= 10, "{s:?}");
+    assert_eq!(s.flush_tables_below_l0, 2 * s.flushes, "{s:?}");
+    assert_eq!(s.levels[0].tables, 0, "{s:?}");
+    assert_eq!(s.compaction_write_bytes, 0, "{s:?}");
+    // The same load with every flushed table in level 0: the tables span both runs,
+    // overlap each other, and level-0 compactions rewrite them.
+    let off = load_streams(false, &[0, 1_000_000], 20_000, 50, &key);
+    assert_eq!(off.flush_tables_below_l0, 0, "{off:?}");
+    assert!(off.compaction_write_bytes > 0, "{off:?}");
+}
+
+#[test]
+fn eight_sequential_writers_of_decimal_keys_load_without_any_rewrite() {
+    // Keys in ASCII decimal, whose carries make ordinary gaps up to 256 times each other:
+    // the flush cuts between the writers' runs, and where a run crosses a carry two digits
+    // above any it saw (a table boundary more, overlapping nothing either).
+    let key = |i: u64| format!("user{i:016}").into_bytes();
+    let streams: Vec<u64> = (0..8).map(|s| s * 625_000).collect();
+    let s = load_streams(true, &streams, 5_000, 25, &key);
+    assert!(s.flushes >= 10, "{s:?}");
+    assert!(s.flush_tables_below_l0 >= 8 * s.flushes, "{s:?}");
+    assert_eq!(s.levels[0].tables, 0, "{s:?}");
+    assert_eq!(s.compaction_write_bytes, 0, "{s:?}");
+}
+
+#[test]
+fn random_keys_are_flushed_whole_into_level_0() {
+    // Each flush spans the key space: no cut, so every table goes to level 0, the first
+    // (into an empty tree) too.
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let keys: Vec<u64> = (0..40_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        })
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::builder(tmp.path())
+        .sync_mode(SyncMode::None)
+        .memtable_bytes(256 << 10)
+        .table_target_bytes(64 << 10)
+        .l0_compaction_trigger(1000)
+        .l0_stall_tables(2000)
+        .open()
+        .unwrap();
+    for chunk in keys.chunks(100) {
+        let mut b = WriteBatch::new();
+        for &k in chunk {
+            b.put(&key(k), &[k as u8; 100]);
+        }
+        db.write(b, WriteOptions::default()).unwrap();
+    }
+    db.flush().unwrap();
+    let s = db.stats();
+    assert!(s.flushes >= 10, "{s:?}");
+    assert_eq!(s.flush_tables_below_l0, 0, "{s:?}");
+    assert_eq!(s.levels[0].tables, s.flushes, "one table per flush: {s:?}");
+    check_all(&db, &keys);
 }

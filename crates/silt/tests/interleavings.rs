@@ -133,6 +133,8 @@ fn with_compaction_due(fs: Arc<SimFs>) -> Db {
     let db = Db::builder("/db")
         .file_system(fs)
         .l0_compaction_trigger(2)
+        // Both flushes to level 0 (the first would go below it, into the empty tree).
+        .flush_below_level0(false)
         .open()
         .unwrap();
     for i in 0..100u32 {
@@ -438,4 +440,97 @@ fn a_flushed_commit_in_parts_behind_another_pin_reopens() {
         assert_eq!(v, &vec![(i % 251) as u8; 300]);
     }
     assert_eq!(db.prefix(b"two").count(), 0, "the second never committed");
+}
+
+/// A flush places a table below level 0 only where no running compaction may write
+/// (`compaction/flush_split.rs`, `JobSpan`). Scenario:
+/// 1. one flush of two ranges far apart, [0, 99] and [1,000,000, 1,000,099], is cut in two,
+///    and both tables go to the last level;
+/// 2. newer copies of both ranges, one flush each (not cut, and overlapping those tables),
+///    go to level 0, whose trigger of two starts a job whose output spans
+///    [0, 1,000,099], the gap included;
+/// 3. held at its point, the job has written that output; a flush of [500, 599] and
+///    [2,000,000, 2,000,099] is cut in two, and neither table overlaps any table;
+/// 4. the second goes to the last level, the first must go to level 0: at the last level it
+///    would overlap the job's output, and the job's manifest edit would fail and poison the
+///    database.
+#[test]
+fn a_flush_places_no_table_where_a_running_compaction_writes() {
+    let _turn = hook_turn();
+    let fs = SimFs::new();
+    let open = |fs: Arc<SimFs>| {
+        Db::builder("/db")
+            .file_system(fs)
+            .l0_compaction_trigger(2)
+            // Tables of 1 KiB may be cut (a 64th of this).
+            .table_target_bytes(64 << 10)
+            .open()
+            .unwrap()
+    };
+    let db = open(fs.clone());
+    let key = |i: u64| i.to_be_bytes();
+    let value = |tag: u8| [tag; 32];
+    // Ranges as (first, end): [first, end).
+    let put_ranges = |db: &Db, ranges: &[(u64, u64)], tag: u8| {
+        for &(first, end) in ranges {
+            for i in first..end {
+                db.put(&key(i), &value(tag)).unwrap();
+            }
+        }
+        db.flush().unwrap();
+    };
+    put_ranges(&db, &[(0, 100), (1_000_000, 1_000_100)], 1);
+    let s = db.stats();
+    assert_eq!(s.flush_tables_below_l0, 2, "{s:?}");
+    assert_eq!(s.levels[0].tables, 0, "{s:?}");
+
+    let (at_point_tx, at_point_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (at_point_tx, go_rx) = (Mutex::new(at_point_tx), Mutex::new(go_rx));
+    let held = std::sync::atomic::AtomicBool::new(false);
+    let hook = move |name: &'static str| {
+        if name == COMPACTION_POINT && !held.swap(true, SeqCst) {
+            at_point_tx.lock().unwrap().send(()).unwrap();
+            go_rx
+                .lock()
+                .unwrap()
+                .recv_timeout(LIMIT)
+                .expect("the test let the job go on");
+        }
+    };
+    silt::kill_point::set_hook(Some(Arc::new(hook)));
+    put_ranges(&db, &[(0, 100)], 2);
+    put_ranges(&db, &[(1_000_000, 1_000_100)], 2);
+    at_point_rx
+        .recv_timeout(LIMIT)
+        .expect("the level-0 compaction reached its point");
+    put_ranges(&db, &[(500, 600), (2_000_000, 2_000_100)], 3);
+    let s = db.stats();
+    assert_eq!(
+        s.flush_tables_below_l0, 3,
+        "of the cut flush's two tables, the one in the job's span went to level 0: {s:?}"
+    );
+    go_tx.send(()).unwrap();
+    let settled = db.wait_for_compactions(LIMIT);
+    silt::kill_point::set_hook(None);
+    assert!(matches!(settled, Ok(true)), "{settled:?}");
+    let check = |db: &Db| {
+        for (r, tag) in [
+            (0..100, 2),
+            (1_000_000..1_000_100, 2),
+            (500..600, 3),
+            (2_000_000..2_000_100, 3),
+        ] {
+            for i in r {
+                assert_eq!(db.get(&key(i)).unwrap(), Some(value(tag).to_vec()), "{i}");
+            }
+        }
+        assert_eq!(db.range(&key(0)[..]..&key(3_000_000)[..]).count(), 400);
+    };
+    check(&db);
+    db.put(b"after", b"x").unwrap();
+    db.close().unwrap();
+    let db = open(fs);
+    check(&db);
+    assert_eq!(db.get(b"after").unwrap().as_deref(), Some(&b"x"[..]));
 }

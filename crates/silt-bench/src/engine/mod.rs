@@ -372,6 +372,7 @@ impl Engine for SiltEngine {
             "scan_compactions": s.scan_compactions,
             "scan_flushes": s.scan_flushes,
             "flush_dropped_entries": s.flush_dropped_entries,
+            "flush_tables_below_l0": s.flush_tables_below_l0,
             "delayed_writes": s.delayed_writes,
             "delay_micros": s.delay_micros,
             "write_amp": s.write_amp,

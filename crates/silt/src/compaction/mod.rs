@@ -31,6 +31,11 @@
 //! 5. **Install.** New tables are synced, the directory synced, then one manifest edit
 //!    removes the inputs and adds the outputs; input files go when no reader needs them.
 //!
+//! Flushes feed the tree from above (`db/flush.rs`), and one decision of theirs lives here
+//! (`flush_split`): a flush cuts a family's entries at gaps in the key space, and a flushed
+//! table that overlaps no table at any level, nor a running job's span, goes straight
+//! to the base level, so two writers loading their own ranges are never compacted at all.
+//!
 //! When no level needs compacting, two kinds of job keep the tree tidy: blob collection
 //! (relocate values out of blob files with much garbage) and tombstone compaction (a table
 //! whose entries are mostly deletes is merged into the level below, where the deletes meet
@@ -43,8 +48,9 @@
 //! ## Where things are
 //!
 //! This module owns the *decisions*, as pure functions of a version and options: `picker`
-//! (steps 1–3: what to compact, and where to) and `merge` (step 4: which entries survive,
-//! and where output tables are cut). It touches no file and no lock of the database. The
+//! (steps 1–3: what to compact, and where to), `merge` (step 4: which entries survive,
+//! and where output tables are cut), `flush_view` (what a flush keeps) and `flush_split`
+//! (where a flush cuts its tables and which level each goes to). It touches no file and no lock of the database. The
 //! driver that runs jobs, writes their tables and installs their results (step 5) is
 //! `db/compact.rs`, above it.
 
@@ -53,10 +59,12 @@ use std::sync::Arc;
 use crate::manifest::LEVELS;
 use crate::version::TableHandle;
 
+mod flush_split;
 mod flush_view;
 mod merge;
 mod picker;
 
+pub(crate) use flush_split::{flush_level, Busy, GapDetector, MIN_PIECE_DIVISOR};
 pub(crate) use flush_view::FlushView;
 pub(crate) use merge::{merge, EntryPolicy};
 pub(crate) use picker::{

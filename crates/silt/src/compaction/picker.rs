@@ -32,7 +32,7 @@ pub(crate) struct Shape {
 pub(crate) type Pointers = BTreeMap<(u32, usize), Vec<u8>>;
 
 /// Level targets and the base level of one column family.
-fn targets(cf: &CfVersion, base_bytes: u64, ratio: u64) -> (Vec<u64>, usize) {
+pub(super) fn targets(cf: &CfVersion, base_bytes: u64, ratio: u64) -> (Vec<u64>, usize) {
     let mut t = vec![0u64; LEVELS];
     t[LAST] = cf.level_bytes(LAST).max(1);
     let mut k = LAST;

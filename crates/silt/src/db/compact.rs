@@ -10,7 +10,7 @@ use crate::compaction::{self, EntryPolicy, Job, Manual, Shape, LAST};
 use crate::sstable::TableIter;
 
 impl DbInner {
-    fn shape(&self) -> Shape {
+    pub(super) fn shape(&self) -> Shape {
         Shape {
             l0_trigger: self.opts.l0_compaction_trigger,
             base_bytes: self.opts.level_base_bytes,
@@ -44,7 +44,7 @@ impl DbInner {
             &sv.version,
             self.shape(),
             &self.compact_pointer.lock(),
-            &busy,
+            &busy.ids,
             oldest,
         )
         .is_none()
@@ -373,9 +373,9 @@ impl DbInner {
                     return Err(self.cf_not_found(cf));
                 };
                 let picked = if level == LAST {
-                    compaction::manual_rewrite_last(cfv, lo, hi, &busy)
+                    compaction::manual_rewrite_last(cfv, lo, hi, &busy.ids)
                 } else {
-                    compaction::manual_job(cfv, level, lo, hi, &busy)
+                    compaction::manual_job(cfv, level, lo, hi, &busy.ids)
                 };
                 let job = match picked {
                     Manual::Nothing => break,
@@ -391,13 +391,13 @@ impl DbInner {
                     }
                 };
                 let ids = job.ids();
-                busy.extend(ids.iter().copied());
+                busy.start(&job);
                 drop(busy);
                 let r = self.run_compaction(&job);
                 // As in `compaction_loop`: the job's handles (the last of a replaced
                 // table removes its file) go before its tables stop being busy.
                 drop(job);
-                self.busy.lock().retain(|id| !ids.contains(id));
+                self.busy.lock().finish(&ids);
                 self.notify_bg();
                 match r {
                     Err(_) if !self.cf_exists(cf) => return Err(self.cf_not_found(cf)),
@@ -425,11 +425,11 @@ pub(super) fn compaction_loop(w: Weak<DbInner>) {
                 &sv.version,
                 db.shape(),
                 &db.compact_pointer.lock(),
-                &busy,
+                &busy.ids,
                 oldest,
             );
             if let Some(j) = &job {
-                busy.extend(j.ids());
+                busy.start(j);
             }
             job
         };
@@ -441,7 +441,7 @@ pub(super) fn compaction_loop(w: Weak<DbInner>) {
                 // The job's handles go first: the last handle of a table the job replaced
                 // removes its file, and `background_idle` counts the job until `busy` is clear.
                 drop(job);
-                db.busy.lock().retain(|id| !ids.contains(id));
+                db.busy.lock().finish(&ids);
                 match r {
                     Ok(()) => db.set_no_space(None),
                     Err(e) if e.is_no_space() => {

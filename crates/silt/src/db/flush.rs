@@ -1,8 +1,9 @@
-//! Flushing frozen memtables to level-0 tables (invariant W3 in `db/mod.rs`), the table-id
+//! Flushing frozen memtables to tables, of level 0 or (`compaction/flush_split.rs`) the base
+//! level (invariant W3 in `db/mod.rs`), the table-id
 //! reservation, and the user's `flush` and `compact_range`.
 
 use super::*;
-use crate::compaction::FlushView;
+use crate::compaction::{self, FlushView};
 
 impl Db {
     // ---------------------------------------------------------------- maintenance
@@ -158,8 +159,9 @@ impl DbInner {
         Ok(id)
     }
 
-    /// Writes one table per column family from `mem` (entries with seqno below
-    /// `boundary`), then records them and `log_start = boundary` in the manifest.
+    /// Writes each column family's entries of `mem` (seqno below `boundary`) into tables,
+    /// cut at gaps in the key space, then records them, each in level 0 or the base level,
+    /// and `log_start = boundary` in the manifest.
     pub(super) fn flush_memtable(&self, mem: &Arc<Memtable>, boundary: Seqno) -> Result<()> {
         let live_cfs: Vec<u32> = {
             let st = self.state.lock();
@@ -171,6 +173,12 @@ impl DbInner {
         let snapshots = self.snapshot_list();
         let version = self.sv.read().version.clone();
         let mut log_blobs = Vec::new();
+        // The tables of families whose entries were cut at a gap: only they may go below
+        // level 0 (`compaction/flush_split.rs`).
+        let mut cut = HashSet::new();
+        let shape = self.shape();
+        let below_l0 = self.opts.flush_below_l0;
+        let min_piece = self.opts.table_target_bytes / compaction::MIN_PIECE_DIVISOR;
         // The log must be durable up to the boundary before the manifest says replay starts
         // there: otherwise a crash could cut the log below the boundary, and new writes
         // would get seqnos (LSNs) below data already in tables, and be skipped by replay.
@@ -201,12 +209,19 @@ impl DbInner {
                     files: Some(self.blob_files.clone()),
                     log: linked.values.get(&cf).cloned(),
                 });
-                let (out, n) = self.write_table(&mut it, &mut new, &sep)?;
+                // A table may end at a gap in the key space where what it holds so far
+                // could go below level 0 (`compaction/flush_split.rs`).
+                let may_cut = |lo: &[u8], hi: &[u8]| {
+                    below_l0 && compaction::flush_level(&version, cf, shape, lo, hi, &[]) != 0
+                };
+                let outs = self.write_tables(&mut it, &mut new, &sep, min_piece, &may_cut)?;
                 self.counters
                     .flush_dropped_entries
                     .fetch_add(it.dropped, SeqCst);
-                if let Some(out) = out {
-                    debug_assert!(n > 0);
+                if outs.len() > 1 {
+                    cut.extend(outs.iter().map(|o| o.table.id));
+                }
+                for out in outs {
                     bytes += out.table.size_bytes;
                     if let Some(b) = out.blob {
                         bytes += b.size_bytes;
@@ -288,6 +303,26 @@ impl DbInner {
             })
             .collect();
         edits.splice(0..0, log_blobs);
+        // Tables of a family cut at a gap that overlap no table at any level, nor where a
+        // running compaction may write, go to the base level. The busy lock is held until
+        // the new version is in place, so no job is picked meanwhile from a version without
+        // them (lock order: state, then busy).
+        let busy = self.busy.lock();
+        let current = self.sv.read().version.clone();
+        let mut placed = 0u64;
+        for e in edits.iter_mut() {
+            if let Edit::AddTable { cf, level, meta } = e {
+                if !cut.contains(&meta.id) {
+                    continue;
+                }
+                let (lo, hi) = (key::user_key(&meta.smallest), key::user_key(&meta.largest));
+                let l = compaction::flush_level(&current, *cf, shape, lo, hi, &busy.spans);
+                if l > 0 {
+                    *level = u8::try_from(l).expect("a level below LEVELS");
+                    placed += 1;
+                }
+            }
+        }
         recorded.extend(edits.iter().filter_map(|e| match e {
             Edit::AddTable { meta, .. } => Some(meta.id),
             _ => None,
@@ -310,6 +345,7 @@ impl DbInner {
                 Err(e)
             }
         };
+        drop(busy);
         drop(st);
         // Removes whatever no edit names (a dropped family's table; everything if the edit
         // surely failed).
@@ -317,6 +353,9 @@ impl DbInner {
         r?;
         self.counters.flush_bytes.fetch_add(bytes, SeqCst);
         self.counters.flushes.fetch_add(1, SeqCst);
+        self.counters
+            .flush_tables_below_l0
+            .fetch_add(placed, SeqCst);
         crate::kill_point::hit("flush: manifest edit durable, before purging the log");
         self.wal.purge_up_to(log_start)?;
         self.notify_bg();
@@ -407,26 +446,48 @@ impl DbInner {
             .map_err(|e| Error::io("fsync directory", Some(self.tables_dir.clone()), e))
     }
 
-    /// Writes every entry of `it` (from its position) into one new table (and its blob
-    /// file). Returns the output (`None` if there were no entries) and the entry count.
-    pub(crate) fn write_table(
+    /// Writes every entry of `it` (from its position) into new tables (and their blob
+    /// files), in key order. A table ends, between user keys, at a gap in the key space
+    /// (`compaction::GapDetector`) once it holds at least `min_piece` bytes and
+    /// `may_cut(first, last)` of its user keys says it could go below level 0.
+    pub(crate) fn write_tables(
         &self,
         it: &mut FlushView,
         new: &mut NewTables<'_>,
         sep: &Arc<Separation>,
-    ) -> Result<(Option<Finished>, u64)> {
+        min_piece: u64,
+        may_cut: &dyn Fn(&[u8], &[u8]) -> bool,
+    ) -> Result<Vec<Finished>> {
+        let mut outs = Vec::new();
         if !it.valid() {
-            return Ok((None, 0));
+            return Ok(outs);
         }
         let mut b = self.new_output(new, sep)?;
-        let mut n = 0;
+        let mut gaps = compaction::GapDetector::default();
+        // The table's first user key and the last one added.
+        let mut first: Vec<u8> = key::user_key(it.key()).to_vec();
+        let mut last: Vec<u8> = first.clone();
         while it.valid() {
+            let user = key::user_key(it.key());
+            if user != last.as_slice() {
+                if gaps.is_gap(&last, user)
+                    && b.estimated_size_bytes() >= min_piece
+                    && may_cut(&first, &last)
+                {
+                    let done = std::mem::replace(&mut b, self.new_output(new, sep)?);
+                    outs.push(done.finish()?);
+                    gaps.restart();
+                    first.clear();
+                    first.extend_from_slice(user);
+                }
+                last.clear();
+                last.extend_from_slice(user);
+            }
             b.add(it.key(), it.value())?;
-            n += 1;
             it.next();
         }
-        let out = b.finish()?;
-        Ok((Some(out), n))
+        outs.push(b.finish()?);
+        Ok(outs)
     }
 }
 

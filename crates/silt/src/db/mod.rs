@@ -213,6 +213,8 @@ pub(crate) struct Counters {
     pub(crate) scan_compactions: AtomicU64,
     pub(crate) scan_flushes: AtomicU64,
     pub(crate) flush_dropped_entries: AtomicU64,
+    /// Tables flushes placed at the base level (`compaction::flush_level`).
+    pub(crate) flush_tables_below_l0: AtomicU64,
     pub(crate) stalls: AtomicU64,
     pub(crate) stall_micros: AtomicU64,
     /// Writes slowed down before a stall (`db/throttle.rs`), and their waits in total.
@@ -257,7 +259,9 @@ pub(crate) struct DbInner {
     /// stalled writers (a flush or compaction finished).
     pub(crate) bg_lock: Mutex<()>,
     pub(crate) bg_cv: Condvar,
-    pub(crate) busy: Mutex<HashSet<u64>>,
+    /// The running compactions' tables and reach (`compaction::Busy`); taken after `state`
+    /// where both are held.
+    pub(crate) busy: Mutex<crate::compaction::Busy>,
     /// Set while the flush thread runs a flush, up to and including its log purge (which
     /// follows the version swap that `Db::flush` waits for).
     pub(crate) flush_running: AtomicBool,

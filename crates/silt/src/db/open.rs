@@ -281,7 +281,7 @@ impl DbInner {
             rotating: Mutex::new(()),
             bg_lock: Mutex::new(()),
             bg_cv: Condvar::new(),
-            busy: Mutex::new(HashSet::new()),
+            busy: Mutex::new(Default::default()),
             flush_running: AtomicBool::new(false),
             compact_pointer: Mutex::new(BTreeMap::new()),
             poisoned: AtomicBool::new(false),

@@ -126,6 +126,9 @@ pub struct Stats {
     /// Entries flushes left out of their tables because no reader could see them: a single
     /// delete with the put it deletes, and versions overwritten within a snapshot stripe.
     pub flush_dropped_entries: u64,
+    /// Tables flushes wrote straight to the base level instead of level 0, because they
+    /// overlapped nothing there (`compaction/flush_split.rs`).
+    pub flush_tables_below_l0: u64,
     /// `(log + flush + compaction bytes) / user bytes` since open.
     pub write_amp: f64,
     /// Writes that had to wait for flush or compaction, and how long in total.
@@ -177,6 +180,7 @@ impl Stats {
             scan_compactions,
             scan_flushes,
             flush_dropped_entries,
+            flush_tables_below_l0,
             write_amp,
             stalls,
             stall_micros,
@@ -214,6 +218,7 @@ impl Stats {
             ("scan_compactions", scan_compactions),
             ("scan_flushes", scan_flushes),
             ("flush_dropped_entries", flush_dropped_entries),
+            ("flush_tables_below_l0", flush_tables_below_l0),
             ("stalls", stalls),
             ("stall_micros", stall_micros),
             ("delayed_writes", delayed_writes),
@@ -486,6 +491,7 @@ impl DbInner {
             scan_compactions: c.scan_compactions.load(SeqCst),
             scan_flushes: c.scan_flushes.load(SeqCst),
             flush_dropped_entries: c.flush_dropped_entries.load(SeqCst),
+            flush_tables_below_l0: c.flush_tables_below_l0.load(SeqCst),
             delayed_writes: c.delayed_writes.load(SeqCst),
             delay_micros: c.delay_micros.load(SeqCst),
             flush_rate_bytes_per_sec: self.throttle.flush_rate(),

@@ -3,9 +3,12 @@
 //!
 //! ## Invariants
 //!
-//! 1. Level 0 is ordered newest first; its tables come from flushes of whole memtables, so
-//!    their seqno ranges are disjoint and decrease along the level. Every level-0 entry of a
-//!    key is newer than every entry of that key in the levels below.
+//! 1. Level 0 is ordered newest first (by largest seqno); its tables come from flushes of
+//!    whole memtables: tables of different flushes have disjoint seqno ranges, and the
+//!    tables one flush cut a family into have disjoint user-key ranges
+//!    (`compaction/flush_split.rs`), so of the level-0 tables holding a key, the first in
+//!    this order holds its newest entry. Every level-0 entry of a key is newer than every
+//!    entry of that key in the levels below.
 //! 2. Levels 1.. hold tables with disjoint user-key ranges, sorted by smallest key; an entry
 //!    in level k is newer than any entry of the same key in a level below k.
 //! 3. A table file is deleted only when the manifest no longer names it *and* no version
@@ -64,7 +67,8 @@ impl CfVersion {
     /// The newest entry of `user_key` below `snapshot` in this column family's tables: level
     /// 0 newest first (each table after a key-range check; the table's bloom filter is
     /// checked inside), then the one table per deeper level that may hold the key. The first
-    /// found decides, because level 0's tables own disjoint seqno ranges, newest first, and
+    /// found decides, because of level 0's tables that may hold a key the first is the newest
+    /// (invariant 1), and
     /// each level is newer than the one below (level-0 compactions take all of level 0).
     /// As LevelDB's `Version::Get`.
     pub(crate) fn get(&self, lk: &key::LookupKey) -> Result<Option<(key::Kind, Vec<u8>)>> {
