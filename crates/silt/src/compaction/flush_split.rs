@@ -27,10 +27,10 @@
 //! Safety: a table placed at the base level holds no key that any table holds (checked
 //! against the current version under the state lock), so version invariants 1 and 2 hold
 //! of it trivially; what a running compaction writes below base later is older than the
-//! memtable, so it may lie below the table. A compaction running into a level at or above base may write anywhere
-//! in the user-key hull of its tables (its outputs span the gaps between them); no table is
-//! placed in such a hull (`JobSpan`), and the placement happens under the busy lock, so no
-//! job is picked meanwhile from the version without it.
+//! memtable, so it may lie below the table. A compaction running into a level at or above
+//! base may write anywhere in the user-key hull of its tables (its outputs span the gaps
+//! between them); no table is placed in such a hull (`JobSpan`), and the placement happens
+//! under the busy lock, so no job is picked meanwhile from the version without it.
 
 use std::collections::HashSet;
 
