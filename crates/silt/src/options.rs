@@ -391,8 +391,8 @@ impl DbBuilder {
 
     /// Whether a flush may cut a family's entries into several tables at gaps in the key
     /// space (two writers each loading their own range) and write each such table that
-    /// overlaps no table at any level straight to the base level (the level level 0 compacts
-    /// into). Off, every flushed table goes to level 0 and reaches the levels below by
+    /// overlaps no table at any level, nor where a running compaction may write, straight to
+    /// the base level (the level level 0 compacts into). Off, every flushed table goes to level 0 and reaches the levels below by
     /// compaction. `docs/design.md`, "Flush". Default `true`.
     pub fn flush_below_level0(mut self, on: bool) -> Self {
         self.flush_below_l0 = on;

@@ -133,8 +133,6 @@ fn with_compaction_due(fs: Arc<SimFs>) -> Db {
     let db = Db::builder("/db")
         .file_system(fs)
         .l0_compaction_trigger(2)
-        // Both flushes to level 0 (the first would go below it, into the empty tree).
-        .flush_below_level0(false)
         .open()
         .unwrap();
     for i in 0..100u32 {

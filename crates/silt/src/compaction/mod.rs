@@ -34,7 +34,8 @@
 //! Flushes feed the tree from above (`db/flush.rs`), and one decision of theirs lives here
 //! (`flush_split`): a flush cuts a family's entries at gaps in the key space, and a flushed
 //! table that overlaps no table at any level, nor a running job's span, goes straight
-//! to the base level, so two writers loading their own ranges are never compacted at all.
+//! to the base level, so two writers loading their own ranges are not compacted (as long as
+//! the cuts are found and nothing else overlaps their tables).
 //!
 //! When no level needs compacting, two kinds of job keep the tree tidy: blob collection
 //! (relocate values out of blob files with much garbage) and tombstone compaction (a table

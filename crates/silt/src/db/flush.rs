@@ -464,21 +464,24 @@ impl DbInner {
         }
         let mut b = self.new_output(new, sep)?;
         let mut gaps = compaction::GapDetector::default();
+        // Whether the table could still go below level 0: once `may_cut` says no, it says no
+        // for every longer range, so it is not asked again (it scans every level's tables).
+        let mut could = true;
         // The table's first user key and the last one added.
         let mut first: Vec<u8> = key::user_key(it.key()).to_vec();
         let mut last: Vec<u8> = first.clone();
         while it.valid() {
             let user = key::user_key(it.key());
             if user != last.as_slice() {
-                if gaps.is_gap(&last, user)
-                    && b.estimated_size_bytes() >= min_piece
-                    && may_cut(&first, &last)
-                {
-                    let done = std::mem::replace(&mut b, self.new_output(new, sep)?);
-                    outs.push(done.finish()?);
-                    gaps.restart();
-                    first.clear();
-                    first.extend_from_slice(user);
+                if gaps.is_gap(&last, user) && could && b.estimated_size_bytes() >= min_piece {
+                    could = may_cut(&first, &last);
+                    if could {
+                        let done = std::mem::replace(&mut b, self.new_output(new, sep)?);
+                        outs.push(done.finish()?);
+                        gaps.restart();
+                        first.clear();
+                        first.extend_from_slice(user);
+                    }
                 }
                 last.clear();
                 last.extend_from_slice(user);

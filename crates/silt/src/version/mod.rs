@@ -4,10 +4,11 @@
 //! ## Invariants
 //!
 //! 1. Level 0 is ordered newest first (by largest seqno); its tables come from flushes of
-//!    whole memtables: tables of different flushes have disjoint seqno ranges, and the
-//!    tables one flush cut a family into have disjoint user-key ranges
-//!    (`compaction/flush_split.rs`), so of the level-0 tables holding a key, the first in
-//!    this order holds its newest entry. Every level-0 entry of a key is newer than every
+//!    whole memtables: a later flush's entries are newer than an earlier one's (a flush
+//!    after a replay may hold copies of entries older tables hold, T4 of `txn/mod.rs`: the
+//!    same entries, so either answers alike), and the tables one flush cut a family into
+//!    have disjoint user-key ranges (`compaction/flush_split.rs`), so of the level-0 tables
+//!    holding a key, the first in this order holds its newest entry. Every level-0 entry of a key is newer than every
 //!    entry of that key in the levels below.
 //! 2. Levels 1.. hold tables with disjoint user-key ranges, sorted by smallest key; an entry
 //!    in level k is newer than any entry of the same key in a level below k.
