@@ -3,21 +3,21 @@
 //! A flush writes one family's entries of a memtable in key order. It ends a table and
 //! starts the next where two things hold:
 //!
-//! - consecutive user keys lie far apart compared with every gap since the table began (a
-//!   *gap*, [`GapDetector`]): two writers each loading their own key range leave one between
-//!   their ranges, which a single table would span;
+//! - consecutive user keys lie far apart compared with every distance since the table began
+//!   (a *gap*, [`GapDetector`]): two writers each loading their own key range leave one
+//!   between their ranges, which a single table would span;
 //! - the table so far overlaps no table at any level, so it can go below level 0
 //!   ([`flush_level`]) and the cut buys something.
 //!
 //! When the flush records the tables of a family it cut, each one that overlaps no table at
 //! any level, and nothing a running compaction may write at or above the base level, goes
-//! straight to the base level
-//! (as LevelDB's `PickLevelForMemTableOutput`, with the cuts that make it apply to several
-//! writers); the others go to level 0, as does a family's table that was not cut: a single
-//! writer's sequential tables move down from level 0 by a manifest edit already, and placing
-//! the one table of a random load's first flush (into an empty tree) only changed when the
-//! last level outgrew the base level (5M-key `random_delete`: 1.15 times the compaction
-//! bytes, 0.63–0.86 times as fast in two pairs).
+//! straight to the base level (as LevelDB's `PickLevelForMemTableOutput`, with the cuts
+//! that make it apply to several writers); the others go to level 0, as does a family's
+//! table that was not cut. Why not that one too: a single writer's sequential tables move
+//! down from level 0 by a manifest edit already, and placing the one table of a random
+//! load's first flush (into an empty tree) only made the last level outgrow the base level
+//! one flush earlier (5M-key `random_delete`: 1.15 times the compaction bytes, 0.63–0.86
+//! times as fast in two pairs).
 //!
 //! Why: two writers loading their own ranges flushed tables that each spanned both ranges,
 //! so consecutive level-0 tables overlapped, could not move down, and every level-0
