@@ -399,13 +399,16 @@ impl DbBuilder {
         self
     }
 
-    /// Level-0 tables that trigger a compaction into the level below. Default 4.
+    /// Level-0 tables that trigger a compaction into the level below. Default 4. The tables
+    /// one flush cut a family into (`DbBuilder::flush_below_level0`) count once.
     pub fn l0_compaction_trigger(mut self, n: usize) -> Self {
         self.l0_compaction_trigger = n.max(1);
         self
     }
 
-    /// Level-0 tables at which writes stall until compaction catches up. Default 20.
+    /// Level-0 tables at which writes stall until compaction catches up. Default 20. The
+    /// tables one flush cut a family into count once here, as for
+    /// [`DbBuilder::l0_compaction_trigger`] and the slowdown: a read checks one of them.
     pub fn l0_stall_tables(mut self, n: usize) -> Self {
         self.l0_stall_tables = n.max(2);
         self

@@ -447,11 +447,14 @@ fn a_flushed_commit_in_parts_behind_another_pin_reopens() {
 /// 2. newer copies of both ranges, one flush each (not cut, and overlapping those tables),
 ///    go to level 0, whose trigger of two starts a job whose output spans
 ///    [0, 1,000,099], the gap included;
-/// 3. held at its point, the job has written that output; a flush of [500, 599] and
-///    [2,000,000, 2,000,099] is cut in two, and neither table overlaps any table;
-/// 4. the second goes to the last level, the first must go to level 0: at the last level it
-///    would overlap the job's output, and the job's manifest edit would fail and poison the
-///    database.
+/// 3. held at its point, the job has written that output; a flush of [500, 599],
+///    [700,000, 700,099] and [2,000,000, 2,000,099] is cut in three, and no table overlaps
+///    any table;
+/// 4. the third goes to the last level, the first two must go to level 0: at the last level
+///    they would overlap the job's output, and the job's manifest edit would fail and poison
+///    the database;
+/// 5. those two are one run of level 0 (one flush's key-disjoint tables), so with a trigger
+///    of two they start no compaction once the job is done.
 #[test]
 fn a_flush_places_no_table_where_a_running_compaction_writes() {
     let _turn = hook_turn();
@@ -468,11 +471,12 @@ fn a_flush_places_no_table_where_a_running_compaction_writes() {
     let db = open(fs.clone());
     let key = |i: u64| i.to_be_bytes();
     let value = |tag: u8| [tag; 32];
-    // Ranges as (first, end): [first, end).
+    // Ranges as (first, end): [first, end) of equal lengths, written round robin, as
+    // writers at once would (so a flush's tables hold interleaved seqnos).
     let put_ranges = |db: &Db, ranges: &[(u64, u64)], tag: u8| {
-        for &(first, end) in ranges {
-            for i in first..end {
-                db.put(&key(i), &value(tag)).unwrap();
+        for i in 0..ranges[0].1 - ranges[0].0 {
+            for &(first, _) in ranges {
+                db.put(&key(first + i), &value(tag)).unwrap();
             }
         }
         db.flush().unwrap();
@@ -502,28 +506,39 @@ fn a_flush_places_no_table_where_a_running_compaction_writes() {
     at_point_rx
         .recv_timeout(LIMIT)
         .expect("the level-0 compaction reached its point");
-    put_ranges(&db, &[(500, 600), (2_000_000, 2_000_100)], 3);
+    put_ranges(
+        &db,
+        &[(500, 600), (700_000, 700_100), (2_000_000, 2_000_100)],
+        3,
+    );
     let s = db.stats();
     assert_eq!(
         s.flush_tables_below_l0, 3,
-        "of the cut flush's two tables, the one in the job's span went to level 0: {s:?}"
+        "of the cut flush's three tables, the two in the job's span went to level 0: {s:?}"
     );
     go_tx.send(()).unwrap();
     let settled = db.wait_for_compactions(LIMIT);
     silt::kill_point::set_hook(None);
     assert!(matches!(settled, Ok(true)), "{settled:?}");
+    let s = db.stats();
+    assert_eq!(s.levels[0].tables, 2, "{s:?}");
+    assert_eq!(
+        s.compactions, 1,
+        "two tables of one flush are one run: {s:?}"
+    );
     let check = |db: &Db| {
         for (r, tag) in [
             (0..100, 2),
             (1_000_000..1_000_100, 2),
             (500..600, 3),
+            (700_000..700_100, 3),
             (2_000_000..2_000_100, 3),
         ] {
             for i in r {
                 assert_eq!(db.get(&key(i)).unwrap(), Some(value(tag).to_vec()), "{i}");
             }
         }
-        assert_eq!(db.range(&key(0)[..]..&key(3_000_000)[..]).count(), 400);
+        assert_eq!(db.range(&key(0)[..]..&key(3_000_000)[..]).count(), 500);
     };
     check(&db);
     db.put(b"after", b"x").unwrap();

@@ -9,7 +9,8 @@
 //!    empty. So a small database is one level-0 stage plus one sorted run at the bottom
 //!    (space amplification ≈ 1), and each level is ~1/ratio of the next as it grows (in the
 //!    spirit of RocksDB's dynamic level bytes and TidesDB's dynamic capacity adaptation).
-//! 2. **Scores.** Level 0: tables / `l0_compaction_trigger`. Level k in base..6: bytes /
+//! 2. **Scores.** Level 0: runs / `l0_compaction_trigger` (a run: the tables of one flush,
+//!    `CfVersion::l0_runs`; a read checks one table of each). Level k in base..6: bytes /
 //!    target. A non-empty level above the base level: must drain (score 1000). The highest
 //!    score ≥ 1 runs.
 //! 3. **Inputs.** Level 0: every level-0 table (so level 0 stays newer than the levels

@@ -112,7 +112,7 @@ pub(crate) fn pick(
     for cf in version.cfs.values() {
         let (t, base) = targets(cf, shape.base_bytes, shape.ratio);
         let mut candidates: Vec<(f64, usize)> = Vec::new();
-        let l0 = cf.levels[0].len();
+        let l0 = cf.l0_runs();
         if l0 > 0 {
             candidates.push((l0 as f64 / shape.l0_trigger as f64, 0));
         }

@@ -525,7 +525,7 @@ impl DbInner {
                 .version
                 .cfs
                 .values()
-                .map(|c| c.levels[0].len())
+                .map(|c| c.l0_runs())
                 .max()
                 .unwrap_or(0);
             let stall = (frozen >= self.opts.immutable_memtables_max && active_full)

@@ -45,6 +45,16 @@ pub(crate) struct CfVersion {
 }
 
 impl CfVersion {
+    /// Level 0's runs ([`runs`]): what its compaction trigger, its slowdown and its stall
+    /// count, since a point read checks at most one table of a run.
+    pub(crate) fn l0_runs(&self) -> usize {
+        runs(
+            self.levels[0]
+                .iter()
+                .map(|t| (t.meta.smallest_seqno, t.meta.largest_seqno)),
+        )
+    }
+
     pub(crate) fn level_bytes(&self, level: usize) -> u64 {
         self.levels[level].iter().map(|t| t.meta.size_bytes).sum()
     }
@@ -253,6 +263,29 @@ impl VersionBuilder {
     }
 }
 
+/// The runs among level-0 tables with these seqno ranges: groups of tables whose ranges
+/// overlap, one after another. The tables one flush cut a family into
+/// (`compaction/flush_split.rs`) hold disjoint keys and, written by writers at once,
+/// interleaved seqnos: one run. Tables of different flushes hold disjoint seqno ranges: one
+/// run each. (A flush after a replay may hold copies of entries older than an older table's
+/// and join its run: the count is then low by one.)
+pub(crate) fn runs(spans: impl Iterator<Item = (key::Seqno, key::Seqno)>) -> usize {
+    let mut spans: Vec<_> = spans.collect();
+    spans.sort_unstable();
+    let mut count = 0;
+    let mut end = None;
+    for (lo, hi) in spans {
+        match end {
+            Some(e) if lo <= e => end = Some(hi.max(e)),
+            _ => {
+                count += 1;
+                end = Some(hi);
+            }
+        }
+    }
+    count
+}
+
 /// Version invariant 2, checked in debug builds after every edit.
 #[cfg(debug_assertions)]
 fn check_levels(cf: &CfVersion) {
@@ -276,5 +309,24 @@ fn check_levels(cf: &CfVersion) {
                 w[1].meta.id
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs;
+
+    #[test]
+    fn a_flushs_tables_with_interleaved_seqnos_are_one_run_and_flushes_are_apart() {
+        assert_eq!(runs(std::iter::empty()), 0);
+        // Two flushes: [10, 20] cut into three tables, then [21, 30] whole.
+        let spans = [(10, 19), (11, 20), (12, 18), (21, 30)];
+        assert_eq!(runs(spans.into_iter()), 2);
+        // In any order.
+        let spans = [(21, 30), (12, 18), (10, 19), (11, 20)];
+        assert_eq!(runs(spans.into_iter()), 2);
+        // Four whole flushes.
+        let spans = [(1, 5), (6, 9), (10, 10), (11, 40)];
+        assert_eq!(runs(spans.into_iter()), 4);
     }
 }
