@@ -191,6 +191,10 @@ impl File for DelayFile {
     fn release_mapped_range(&self, offset: u64, len: u64) {
         self.inner.release_mapped_range(offset, len)
     }
+
+    fn map_read(&self, len: u64) -> io::Result<Option<Arc<crate::ReadMap>>> {
+        self.inner.map_read(len)
+    }
 }
 
 #[cfg(test)]

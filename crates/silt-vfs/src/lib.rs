@@ -192,4 +192,46 @@ pub trait File: Send + Sync + std::fmt::Debug {
     /// there maps the page again, as on Linux). `offset` is a multiple of the page size.
     /// Default: no-op.
     fn release_mapped_range(&self, _offset: u64, _len: u64) {}
+    /// A read-only shared mapping of the file's first `len` bytes, through which bytes
+    /// already written (by any means) can be read in place, without a copy or a system
+    /// call; `None` where the file system maps nothing (the default, and the simulated
+    /// one). The caller must read only bytes that were written and must not shrink the file
+    /// below them while the mapping lives (a read past the file's end faults).
+    fn map_read(&self, _len: u64) -> io::Result<Option<Arc<ReadMap>>> {
+        Ok(None)
+    }
+}
+
+/// A read-only shared mapping of a file ([`File::map_read`]): its bytes stay valid, at the
+/// same address, until the last `Arc` is dropped, even if the file is unlinked meanwhile.
+/// Only a raw pointer is handed out: the mapping may extend past what was written.
+pub struct ReadMap {
+    map: memmap2::Mmap,
+}
+
+impl ReadMap {
+    pub(crate) fn new(map: memmap2::Mmap) -> ReadMap {
+        ReadMap { map }
+    }
+
+    /// The mapping's first byte.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.map.as_ptr()
+    }
+
+    /// The mapping's length in bytes.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether the mapping is empty.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+impl std::fmt::Debug for ReadMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadMap").field("len", &self.len()).finish()
+    }
 }

@@ -410,6 +410,19 @@ impl File for OsFile {
         // A hint: if the kernel refuses it (locked pages: `mlockall`), they stay resident.
         drop(r);
     }
+
+    fn map_read(&self, len: u64) -> io::Result<Option<Arc<crate::ReadMap>>> {
+        let Ok(len) = usize::try_from(len) else {
+            return Ok(None);
+        };
+        if len == 0 {
+            return Ok(None);
+        }
+        // SAFETY: a read-only shared mapping; `ReadMap` hands out only a raw pointer, and
+        // `File::map_read`'s contract leaves the file unshrunk below what is read.
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map(&self.file)? };
+        Ok(Some(Arc::new(crate::ReadMap::new(map))))
+    }
 }
 
 #[cfg(test)]

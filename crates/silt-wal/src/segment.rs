@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
-use silt_vfs::{File, FileSystem};
+use silt_vfs::{File, FileSystem, ReadMap};
 
 use crate::error::{Error, Result};
 use crate::format::{SegmentHeader, SEGMENT_HEADER_BYTES};
@@ -61,6 +61,9 @@ pub(crate) struct Segments {
     /// The highest LSN a purge was asked to reach: only segments wholly below it may have
     /// left the table while records were being synced (`Inner::sync_range` asserts it).
     purged_to: AtomicU64,
+    /// Read-only mappings of segments made for [`Segments::read_map`], shared by its
+    /// callers; dropped here when the segment leaves the table (holders keep theirs).
+    read_maps: Mutex<BTreeMap<u64, Arc<ReadMap>>>,
 }
 
 struct Wanted {
@@ -118,6 +121,7 @@ impl Segments {
             poisoned: AtomicBool::new(false),
             cause: Mutex::new(None),
             purged_to: AtomicU64::new(0),
+            read_maps: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -137,6 +141,32 @@ impl Segments {
     /// The open segment `id` if it exists.
     pub(crate) fn existing(&self, id: u64) -> Option<Arc<dyn File>> {
         self.files.read().get(&id).cloned()
+    }
+
+    /// A read-only mapping of the whole of segment `id` (made once and shared), if the
+    /// segment is open and the file system maps files; `None` otherwise, and if mapping
+    /// failed (the caller reads another way).
+    pub(crate) fn read_map(&self, id: u64) -> Option<Arc<ReadMap>> {
+        if let Some(m) = self.read_maps.lock().get(&id) {
+            return Some(m.clone());
+        }
+        let file = self.existing(id)?;
+        let made = file.map_read(self.segment_bytes).ok()??;
+        let mut maps = self.read_maps.lock();
+        // Not cached for a segment that left the table meanwhile (a purge or removal
+        // drops its entry first): the caller's copy still reads the bytes it wrote.
+        if self.files.read().contains_key(&id) {
+            return Some(maps.entry(id).or_insert(made).clone());
+        }
+        Some(made)
+    }
+
+    /// Forgets the mappings of segments that left the table.
+    fn forget_maps(&self, ids: &[u64]) {
+        let mut maps = self.read_maps.lock();
+        for id in ids {
+            maps.remove(id);
+        }
     }
 
     /// The ids of the segments, oldest first.
@@ -309,6 +339,7 @@ impl Segments {
             }
             ids
         };
+        self.forget_maps(&ahead);
         for &id in &ahead {
             let path = self.path(id);
             self.fs
@@ -341,6 +372,8 @@ impl Segments {
         for &id in &victims {
             let path = self.path(id);
             self.files.write().remove(&id);
+            // After the table lost it (`read_map` caches only what the table holds).
+            self.forget_maps(&[id]);
             // A segment with another name (a database's log blob, `wal.md`) is never
             // reused: its bytes belong to that name now.
             let linked = self
@@ -391,6 +424,7 @@ impl Segments {
         for k in &later {
             let path = self.path(*k);
             self.files.write().remove(k);
+            self.forget_maps(&[*k]);
             self.fs
                 .remove(&path)
                 .map_err(|e| Error::io("remove", Some(path.clone()), e))?;

@@ -232,6 +232,24 @@ impl Wal {
         self.inner.stats()
     }
 
+    /// Where the payload of the record at `lsn` lies in memory, readable in place: a
+    /// read-only mapping of its segment (shared by every caller) and the payload's offset in
+    /// it. `None` if the file system maps nothing, mapping failed, or `lsn` is not in an
+    /// open segment: read the record another way.
+    ///
+    /// Only for a record this log wrote (its payload is in the file once `Reservation::write`
+    /// returned) and read only within its payload: the mapping covers the whole segment,
+    /// and bytes past what was written may not be backed. The mapping stays valid while
+    /// held, but the segment's *bytes* change if it is purged and recycled: a caller that
+    /// reads after the record could have been purged holds [`Wal::hold_purge`] at or below
+    /// `lsn` for as long as it reads.
+    pub fn payload_in_place(&self, lsn: Lsn) -> Option<(Arc<silt_vfs::ReadMap>, usize)> {
+        let s = self.inner.seg_bytes;
+        let map = self.inner.segments.read_map(lsn / s)?;
+        let at = usize::try_from(lsn % s + crate::format::RECORD_HEADER_BYTES as u64).ok()?;
+        (at <= map.len()).then_some((map, at))
+    }
+
     /// The path of segment `id`'s file (which may not exist). A caller may give the file a
     /// second name (a hard link) below the filled watermark: the log then never recycles it
     /// (`docs/format/wal.md`, "Other names").

@@ -63,6 +63,7 @@ pub struct DbBuilder {
     pub(crate) cf_blob_threshold_bytes: std::collections::BTreeMap<String, Option<usize>>,
     pub(crate) blob_gc_garbage_ratio: f64,
     pub(crate) blob_from_log: bool,
+    pub(crate) memtable_values_in_log: bool,
     pub(crate) flush_below_l0: bool,
     pub(crate) fs: Option<Arc<dyn FileSystem>>,
     pub(crate) clock: Arc<dyn Clock>,
@@ -106,6 +107,7 @@ impl DbBuilder {
             cf_blob_threshold_bytes: std::collections::BTreeMap::new(),
             blob_gc_garbage_ratio: 0.5,
             blob_from_log: true,
+            memtable_values_in_log: true,
             flush_below_l0: true,
             fs: None,
             clock: Arc::new(SystemClock),
@@ -226,6 +228,20 @@ impl DbBuilder {
         self
     }
 
+    /// Whether the memtable leaves a value that a flush would point at in the log
+    /// ([`DbBuilder::blob_from_log`]) where the log holds it, instead of copying it: its
+    /// entry holds the value's address in a read-only mapping of the log segment, and reads
+    /// of it read the log's page-cache pages in place. A 4 KiB-value load then copies each
+    /// value once into the log only, not also into the memtable, whose memory holds keys
+    /// and small values. The memtable keeps the segments it reads from until it is dropped
+    /// (a purge waits for readers of a flushed memtable). Only where the log can be mapped
+    /// (the operating system's file system). The memtable still counts such a value's bytes
+    /// toward `memtable_bytes`, so flushes come as often. Default `true`.
+    pub fn memtable_values_in_log(mut self, on: bool) -> Self {
+        self.memtable_values_in_log = on;
+        self
+    }
+
     /// [`DbBuilder::blob_threshold_bytes`] for the column family named `cf` only.
     pub fn cf_blob_threshold_bytes(mut self, cf: &str, bytes: Option<usize>) -> Self {
         self.cf_blob_threshold_bytes.insert(cf.to_string(), bytes);
@@ -251,6 +267,16 @@ impl DbBuilder {
     }
 
     /// The blob threshold of the column family named `cf`.
+    /// The smallest blob threshold any column family has (`None`: none separates values).
+    pub(crate) fn smallest_blob_threshold(&self) -> Option<usize> {
+        self.cf_blob_threshold_bytes
+            .values()
+            .chain(std::iter::once(&self.blob_threshold_bytes))
+            .flatten()
+            .copied()
+            .min()
+    }
+
     pub(crate) fn blob_threshold_for(&self, cf: &str) -> Option<usize> {
         for_cf(
             &self.cf_blob_threshold_bytes,

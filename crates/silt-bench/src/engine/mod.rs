@@ -373,6 +373,7 @@ impl Engine for SiltEngine {
             "scan_flushes": s.scan_flushes,
             "flush_dropped_entries": s.flush_dropped_entries,
             "flush_tables_below_l0": s.flush_tables_below_l0,
+            "memtable_values_in_log": s.memtable_values_in_log,
             "delayed_writes": s.delayed_writes,
             "delay_micros": s.delay_micros,
             "write_amp": s.write_amp,

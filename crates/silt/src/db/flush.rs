@@ -159,10 +159,24 @@ impl DbInner {
         Ok(id)
     }
 
+    /// Flushes `mem` ([`DbInner::flush_memtable`]), lets go of it, then purges the log below
+    /// the new log start. In that order because a memtable that reads values in the log
+    /// keeps the log's segments from its first seqno on while it lives (memtable invariant
+    /// 3): purged while the flush still held it, its own segments would stay until the next
+    /// flush. (A reader holding it still keeps them, until then.)
+    pub(super) fn flush_and_purge(&self, mem: Arc<Memtable>, boundary: Seqno) -> Result<()> {
+        let log_start = self.flush_memtable(&mem, boundary)?;
+        drop(mem);
+        self.wal.purge_up_to(log_start)?;
+        self.notify_bg();
+        Ok(())
+    }
+
     /// Writes each column family's entries of `mem` (seqno below `boundary`) into tables,
     /// cut at gaps in the key space, then records them, each in level 0 or the base level,
-    /// and `log_start = boundary` in the manifest.
-    pub(super) fn flush_memtable(&self, mem: &Arc<Memtable>, boundary: Seqno) -> Result<()> {
+    /// and `log_start = boundary` in the manifest. Returns that log start, below which the
+    /// log may be purged.
+    fn flush_memtable(&self, mem: &Arc<Memtable>, boundary: Seqno) -> Result<Seqno> {
         let live_cfs: Vec<u32> = {
             let st = self.state.lock();
             st.manifest.state().cfs.keys().copied().collect()
@@ -357,9 +371,7 @@ impl DbInner {
             .flush_tables_below_l0
             .fetch_add(placed, SeqCst);
         crate::kill_point::hit("flush: manifest edit durable, before purging the log");
-        self.wal.purge_up_to(log_start)?;
-        self.notify_bg();
-        Ok(())
+        Ok(log_start)
     }
 
     /// Creates a new output (table file and builder, and the blob file beside it when it
@@ -530,12 +542,12 @@ pub(super) fn flush_loop(w: std::sync::Weak<DbInner>) {
                 db.flush_running.store(true, SeqCst);
                 db.wait_visible(boundary);
                 let started = Instant::now();
-                let r = db.flush_memtable(&mem, boundary);
+                let bytes = mem.approx_bytes();
+                let r = db.flush_and_purge(mem, boundary);
                 db.flush_running.store(false, SeqCst);
                 match r {
                     Ok(()) => {
-                        db.throttle
-                            .note_flush(mem.approx_bytes(), started.elapsed());
+                        db.throttle.note_flush(bytes, started.elapsed());
                         db.set_no_space(None)
                     }
                     Err(e) if e.is_no_space() => {

@@ -223,7 +223,12 @@ fn note(it: &MemIter, threshold: usize, boundary: Seqno, s: u64) -> Option<(u64,
         segment: p.seqno / s,
         offset,
         len,
-        crc: crc32c::crc32c(body),
+        // A value read in the log had its crc taken from the writer's copy at insert, hot in
+        // the cache then; here it would be read cold, through the log's mapping.
+        crc: match (p.kind, it.in_log_crc()) {
+            (key::Kind::Put, Some(crc)) => crc,
+            _ => crc32c::crc32c(body),
+        },
     };
     Some((log_value_key(body), rec_start, note))
 }

@@ -215,6 +215,8 @@ pub(crate) struct Counters {
     pub(crate) flush_dropped_entries: AtomicU64,
     /// Tables flushes placed at the base level (`compaction::flush_level`).
     pub(crate) flush_tables_below_l0: AtomicU64,
+    /// Memtable entries whose value is read in the log (`DbBuilder::memtable_values_in_log`).
+    pub(crate) memtable_values_in_log: AtomicU64,
     pub(crate) stalls: AtomicU64,
     pub(crate) stall_micros: AtomicU64,
     /// Writes slowed down before a stall (`db/throttle.rs`), and their waits in total.

@@ -408,9 +408,15 @@ impl DbInner {
                 ));
             }
             let mem = self.sv.read().mems[0].clone();
-            apply(&mem, rec.lsn, &all, Some(&rec.payload), |cf| {
-                live.contains(&cf)
-            });
+            // Replayed values are copied: the record is in the reader's buffer.
+            apply(
+                &mem,
+                rec.lsn,
+                &all,
+                Some(&rec.payload),
+                |cf| live.contains(&cf),
+                None,
+            );
             replayed += 1;
             // A read-only handle keeps everything it replays in memory: it writes nothing.
             if mem.approx_bytes() >= self.opts.memtable_bytes && !self.opts.read_only {
@@ -419,7 +425,7 @@ impl DbInner {
                     let mut sv = self.sv.write();
                     *sv = Arc::new(sv.rotated(Arc::new(self.new_memtable(boundary))));
                 }
-                self.flush_memtable(&mem, boundary)?;
+                self.flush_and_purge(mem, boundary)?;
             }
         }
         // Parts no commit record followed are dropped: nothing of them is applied.

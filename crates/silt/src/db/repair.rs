@@ -244,14 +244,14 @@ pub(crate) fn repair_with(opts: DbBuilder) -> Result<RepairReport> {
                     })
                     .collect();
                 log_cfs.extend(es.iter().map(|e| e.cf));
-                super::write::apply(&mem, rec.lsn, &es, None, |_| true);
+                super::write::apply(&mem, rec.lsn, &es, None, |_| true, None);
                 report.records_recovered += 1;
                 last_lsn = last_lsn.max(rec.lsn + 1);
                 continue;
             }
         };
         log_cfs.extend(entries.iter().map(|e| e.cf));
-        super::write::apply(&mem, rec.lsn, &entries, None, |_| true);
+        super::write::apply(&mem, rec.lsn, &entries, None, |_| true, None);
         report.records_recovered += 1;
         last_lsn = last_lsn.max(rec.lsn + 1);
     }

@@ -129,6 +129,9 @@ pub struct Stats {
     /// Tables flushes wrote straight to the base level instead of level 0, because they
     /// overlapped nothing there (`compaction/flush_split.rs`).
     pub flush_tables_below_l0: u64,
+    /// Values the memtable left where the log holds them instead of copying them
+    /// (`DbBuilder::memtable_values_in_log`).
+    pub memtable_values_in_log: u64,
     /// `(log + flush + compaction bytes) / user bytes` since open.
     pub write_amp: f64,
     /// Writes that had to wait for flush or compaction, and how long in total.
@@ -181,6 +184,7 @@ impl Stats {
             scan_flushes,
             flush_dropped_entries,
             flush_tables_below_l0,
+            memtable_values_in_log,
             write_amp,
             stalls,
             stall_micros,
@@ -219,6 +223,7 @@ impl Stats {
             ("scan_flushes", scan_flushes),
             ("flush_dropped_entries", flush_dropped_entries),
             ("flush_tables_below_l0", flush_tables_below_l0),
+            ("memtable_values_in_log", memtable_values_in_log),
             ("stalls", stalls),
             ("stall_micros", stall_micros),
             ("delayed_writes", delayed_writes),
@@ -492,6 +497,7 @@ impl DbInner {
             scan_flushes: c.scan_flushes.load(SeqCst),
             flush_dropped_entries: c.flush_dropped_entries.load(SeqCst),
             flush_tables_below_l0: c.flush_tables_below_l0.load(SeqCst),
+            memtable_values_in_log: c.memtable_values_in_log.load(SeqCst),
             delayed_writes: c.delayed_writes.load(SeqCst),
             delay_micros: c.delay_micros.load(SeqCst),
             flush_rate_bytes_per_sec: self.throttle.flush_rate(),

@@ -397,7 +397,12 @@ impl DbInner {
         {
             let sv = self.sv.read();
             let mem = mem_for(&sv.mems, lsn);
-            apply(mem, lsn, entries, Some(payload), |_| true);
+            let in_place = self.apply_committed(mem, lsn, payload, entries);
+            if in_place > 0 {
+                self.counters
+                    .memtable_values_in_log
+                    .fetch_add(in_place, SeqCst);
+            }
         }
         w.set_applied();
         if let Err(e) = appended.wait() {
@@ -412,6 +417,59 @@ impl DbInner {
         self.wait_visible(lsn + 1);
         self.maybe_rotate();
         Ok(lsn)
+    }
+
+    /// Step 5 of a commit whose record (`payload`, at `lsn`) was written: [`apply`], leaving
+    /// large values where the log holds them when `DbBuilder::memtable_values_in_log` allows
+    /// and the log is mapped (memtable invariant 3: the mapping and a purge hold are pinned
+    /// first). Returns how many values were left in the log.
+    fn apply_committed(
+        &self,
+        mem: &Memtable,
+        lsn: Seqno,
+        payload: &[u8],
+        entries: &[batch::BatchEntry<'_>],
+    ) -> u64 {
+        // The same conditions as a flush's pointing into the log (`log_blob.rs`): a value
+        // left in the log and then copied by the flush would be read back cold.
+        // Small values only (most commits): no family's threshold to look up (a lock).
+        let longest = entries.iter().map(|e| e.value.len()).max().unwrap_or(0);
+        let eligible = self.opts.memtable_values_in_log
+            && self.opts.blob_from_log
+            && self.opts.sync != silt_wal::SyncMode::Full
+            && self
+                .opts
+                .smallest_blob_threshold()
+                .is_some_and(|t| longest >= t);
+        // A batch is usually of one family: one lookup of its threshold (a lock) per run.
+        let last = std::cell::Cell::new((u32::MAX, None));
+        let threshold = |cf: u32| -> Option<usize> {
+            let (c, t) = last.get();
+            if c == cf {
+                return t;
+            }
+            let t = self.blob_threshold(cf);
+            last.set((cf, t));
+            t
+        };
+        let wanted = eligible
+            && entries.iter().any(|e| {
+                e.kind == Kind::Put && threshold(e.cf).is_some_and(|t| e.value.len() >= t)
+            });
+        let placed = wanted
+            .then(|| self.wal.payload_in_place(lsn))
+            .flatten()
+            .filter(|(map, at)| at + payload.len() <= map.len());
+        let Some((map, at)) = placed else {
+            return apply(mem, lsn, entries, Some(payload), |_| true, None);
+        };
+        mem.pin_log(&map, |first| self.wal.hold_purge(first));
+        // SAFETY: `at + payload.len()` lies within the mapping (checked above).
+        let in_log = InLog {
+            at: unsafe { map.as_ptr().add(at) },
+            threshold: &threshold,
+        };
+        apply(mem, lsn, entries, Some(payload), |_| true, Some(&in_log))
     }
 
     /// Step 1: a slot for a writer, registered at the log's reservation watermark.
@@ -657,6 +715,15 @@ pub(super) fn mem_for(mems: &[Arc<Memtable>], seqno: Seqno) -> &Arc<Memtable> {
         .unwrap_or_else(|| &mems[mems.len() - 1])
 }
 
+/// Where a commit's payload lies in the log's mapping, for [`apply`] to leave values there
+/// (`DbBuilder::memtable_values_in_log`): `at` is the payload's first byte in the mapping
+/// (the memtable has pinned it: memtable invariant 3), `threshold` a column family's
+/// separation threshold (values at least that long are left in the log).
+pub(super) struct InLog<'a> {
+    pub(super) at: *const u8,
+    pub(super) threshold: &'a dyn Fn(u32) -> Option<usize>,
+}
+
 /// Inserts a batch's entries at `seqno`; within a batch the last write to a key wins, so
 /// each (cf, key) gets one entry. A batch already in (cf, key) order — a bulk load's — has no
 /// duplicates to drop and is inserted in that order with one splice, about two key
@@ -665,14 +732,17 @@ pub(super) fn mem_for(mems: &[Arc<Memtable>], seqno: Seqno) -> &Arc<Memtable> {
 /// `payload` is the log record at `seqno` when the entries were decoded from it: each entry
 /// whose value lies in it is inserted with the value's offset there, so a flush can point at
 /// the value in the log without reading the log back (`db/log_blob.rs`). Entries whose value
-/// lies elsewhere (a commit's parts) are inserted without.
+/// lies elsewhere (a commit's parts) are inserted without. With `in_log` (the payload is
+/// `payload`'s bytes in the log's mapping), a `Put` whose value is at least its family's
+/// threshold is left there ([`Memtable::insert_in_log`]). Returns how many were.
 pub(super) fn apply(
     mem: &Memtable,
     seqno: Seqno,
     entries: &[batch::BatchEntry<'_>],
     payload: Option<&[u8]>,
     keep: impl Fn(u32) -> bool,
-) {
+    in_log: Option<&InLog<'_>>,
+) -> u64 {
     let logged = |e: &batch::BatchEntry<'_>| -> u32 {
         let Some(p) = payload else { return 0 };
         let (base, at) = (p.as_ptr() as usize, e.value.as_ptr() as usize);
@@ -686,13 +756,30 @@ pub(super) fn apply(
             _ => 0,
         }
     };
+    let mut in_place = 0;
+    let mut insert = |splice: &mut Splice, e: &batch::BatchEntry<'_>| {
+        let at = logged(e);
+        if let Some(il) = in_log {
+            let long = || (il.threshold)(e.cf).is_some_and(|t| e.value.len() >= t);
+            if at != 0 && e.kind == Kind::Put && long() {
+                // SAFETY: `at - 1` is the value's offset in the payload (`logged`), and the
+                // payload's bytes lie at `il.at` in the pinned mapping.
+                let v = unsafe { il.at.add(at as usize - 1) };
+                if mem.insert_in_log(splice, e.cf, e.key, seqno, e.kind, e.value, v, at) {
+                    in_place += 1;
+                }
+                return;
+            }
+        }
+        mem.insert_with(splice, e.cf, e.key, seqno, e.kind, e.value, at);
+    };
     let mut splice = Splice::default();
     if entries.len() == 1 {
         let e = &entries[0];
         if keep(e.cf) {
-            mem.insert_with(&mut splice, e.cf, e.key, seqno, e.kind, e.value, logged(e));
+            insert(&mut splice, e);
         }
-        return;
+        return in_place;
     }
     let sorted = entries
         .windows(2)
@@ -700,15 +787,16 @@ pub(super) fn apply(
     if sorted {
         for e in entries {
             if keep(e.cf) {
-                mem.insert_with(&mut splice, e.cf, e.key, seqno, e.kind, e.value, logged(e));
+                insert(&mut splice, e);
             }
         }
-        return;
+        return in_place;
     }
     let mut seen = HashSet::with_capacity(entries.len());
     for e in entries.iter().rev() {
         if keep(e.cf) && seen.insert((e.cf, e.key)) {
-            mem.insert_with(&mut splice, e.cf, e.key, seqno, e.kind, e.value, logged(e));
+            insert(&mut splice, e);
         }
     }
+    in_place
 }

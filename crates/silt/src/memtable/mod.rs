@@ -14,6 +14,12 @@
 //!    flushed from them, cover disjoint, increasing seqno ranges.
 //! 2. Entries are never removed or changed: a memtable only grows until it is flushed and
 //!    dropped.
+//! 3. A value read in the log ([`Memtable::insert_in_log`]) stays valid while the memtable
+//!    lives: before the first such insert from a log segment, the writer pins that
+//!    segment's mapping and a purge hold at the memtable's first seqno
+//!    ([`Memtable::pin_log`]), so the log neither removes nor recycles (overwrites) a
+//!    segment holding one of its entries' records until the memtable is dropped — after its
+//!    flush, once the last reader lets go of it.
 //!
 //! Backed by [`skiplist`]: an arena-backed concurrent skip list with the key and value inline
 //! in each node (why not a general-purpose crate: see that module).
@@ -22,6 +28,9 @@ use std::cmp::Ordering;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+use silt_vfs::ReadMap;
+use silt_wal::PurgeHold;
 use smallvec::SmallVec;
 
 use crate::error::Error;
@@ -33,7 +42,7 @@ mod skiplist;
 
 use bloom::MemBloom;
 pub(crate) use skiplist::{ChunkPool, Splice};
-use skiplist::{Node, SkipList};
+use skiplist::{Node, NodeValue, SkipList};
 
 /// Orders memtable keys: column family (4 bytes, big-endian), then internal key order. A
 /// probe may be just the 4-byte column-family prefix.
@@ -127,6 +136,15 @@ pub(crate) struct Memtable {
     /// The user keys of the entries, so a point read of a key not here skips the search
     /// (`None`: no filter; see [`bloom`]).
     bloom: Option<MemBloom>,
+    /// What keeps the values read in the log valid (invariant 3).
+    log_pins: Mutex<LogPins>,
+}
+
+/// The log segments a memtable reads values in, and the purge hold that keeps them.
+#[derive(Default)]
+struct LogPins {
+    hold: Option<PurgeHold>,
+    maps: Vec<Arc<ReadMap>>,
 }
 
 impl std::fmt::Debug for Memtable {
@@ -156,6 +174,7 @@ impl Memtable {
             scan_flush_trigger: 0,
             flush_requested: AtomicBool::new(false),
             bloom: None,
+            log_pins: Mutex::new(LogPins::default()),
         }
     }
 
@@ -226,6 +245,77 @@ impl Memtable {
         value: &[u8],
         logged: u32,
     ) {
+        self.insert_node(
+            splice,
+            cf,
+            user_key,
+            seqno,
+            kind,
+            NodeValue::Inline(value),
+            logged,
+        );
+    }
+
+    /// Keeps `map` (a mapping of a log segment) and the log's segments from this memtable's
+    /// first seqno on (`hold`, called once per memtable) for as long as this memtable lives:
+    /// invariant 3, before values in that segment are inserted with
+    /// [`Memtable::insert_in_log`].
+    pub(crate) fn pin_log(&self, map: &Arc<ReadMap>, hold: impl FnOnce(Seqno) -> PurgeHold) {
+        let mut pins = self.log_pins.lock();
+        if pins.hold.is_none() {
+            pins.hold = Some(hold(self.first_seqno));
+        }
+        if !pins.maps.iter().any(|m| Arc::ptr_eq(m, map)) {
+            pins.maps.push(map.clone());
+        }
+    }
+
+    /// [`Memtable::insert_with`] of a value the log holds at `in_log` (in a mapping pinned
+    /// with [`Memtable::pin_log`]; `value` is the same bytes, read once here for their
+    /// crc): the entry points there instead of holding a copy, and its value's bytes still
+    /// count toward [`Memtable::approx_bytes`]. Returns whether it was inserted.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn insert_in_log(
+        &self,
+        splice: &mut Splice,
+        cf: u32,
+        user_key: &[u8],
+        seqno: Seqno,
+        kind: Kind,
+        value: &[u8],
+        in_log: *const u8,
+        logged: u32,
+    ) -> bool {
+        debug_assert!(
+            !self.log_pins.lock().maps.is_empty(),
+            "invariant 3: pinned first"
+        );
+        // SAFETY (of the check): the caller says `in_log` holds `value.len()` bytes.
+        debug_assert!(unsafe { std::slice::from_raw_parts(in_log, value.len()) } == value);
+        let Ok(len) = u32::try_from(value.len()) else {
+            self.insert_with(splice, cf, user_key, seqno, kind, value, logged);
+            return false;
+        };
+        let v = NodeValue::External {
+            at: in_log,
+            len,
+            crc: crc32c::crc32c(value),
+        };
+        self.insert_node(splice, cf, user_key, seqno, kind, v, logged) > 0
+    }
+
+    /// Inserts one node; returns the bytes it counts for (0: a replayed duplicate).
+    #[allow(clippy::too_many_arguments)]
+    fn insert_node(
+        &self,
+        splice: &mut Splice,
+        cf: u32,
+        user_key: &[u8],
+        seqno: Seqno,
+        kind: Kind,
+        value: NodeValue<'_>,
+        logged: u32,
+    ) -> usize {
         debug_assert!(seqno >= self.first_seqno);
         // The filter's line loads while the skip list searches (`bloom`, invariant B1).
         let h = self.bloom.as_ref().map(|b| {
@@ -243,19 +333,29 @@ impl Memtable {
         kb.extend_from_slice(user_key);
         kb.extend_from_slice(&trailer);
         let kb: &[u8] = &kb;
-        let bytes = self.list.insert(splice, kb, value, logged);
+        let mut bytes = self.list.insert_value(splice, kb, value, logged);
         if let (Some(b), Some(h)) = (&self.bloom, h) {
             // Before this insert returns: invariant B1 of `bloom`.
             b.insert(h);
         }
+        let len = match value {
+            NodeValue::Inline(v) => v.len() as u64,
+            NodeValue::External { len, .. } => {
+                if bytes > 0 {
+                    // Counted as if copied: the flush comes after as much log as before.
+                    bytes += len as usize;
+                }
+                u64::from(len)
+            }
+        };
         if bytes > 0 {
             self.approx_bytes.fetch_add(bytes as u64, Relaxed);
             self.entries.fetch_add(1, Relaxed);
         }
-        let len = value.len() as u64;
         if len > self.largest_value.load(Relaxed) {
             self.largest_value.fetch_max(len, Relaxed);
         }
+        bytes
     }
 
     /// The length of the longest value inserted so far.
@@ -364,6 +464,12 @@ impl MemIter {
     /// (`db::write::apply`). `None` if not known or not valid.
     pub(crate) fn logged_at(&self) -> Option<u32> {
         self.node().and_then(|n| n.aux().checked_sub(1))
+    }
+
+    /// The crc32c of the current entry's value if the entry points at it in the log
+    /// ([`Memtable::insert_in_log`]), taken from the writer's copy at insert.
+    pub(crate) fn in_log_crc(&self) -> Option<u32> {
+        self.node().and_then(|n| n.external_crc())
     }
 }
 

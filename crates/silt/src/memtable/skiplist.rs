@@ -24,6 +24,8 @@
 //!    publishes it at level 0; readers load links with acquire, so a reachable node is
 //!    fully initialised.
 //! 3. Memory is freed only when the list is dropped (nothing unlinks).
+//! 4. An external value ([`NodeValue::External`]) is read where the caller said it lies:
+//!    the caller keeps those bytes valid and unchanged for as long as the list lives.
 
 use std::cell::Cell;
 use std::cmp::Ordering;
@@ -54,8 +56,40 @@ pub(crate) trait KeyOrder {
     fn cmp(a: &[u8], b: &[u8]) -> Ordering;
 }
 
+/// The high bit of a node's `value_len`: the value lies outside the list (invariant 4), and
+/// the node holds, in its value's place, the value's address (8 bytes, unaligned) and its
+/// crc32c (4 bytes).
+const EXTERNAL: u32 = 1 << 31;
+
+/// Bytes an external value takes in its node.
+const EXTERNAL_BYTES: usize = 12;
+
+/// A value to insert: its bytes, copied into the node, or where they lie outside the list.
+#[derive(Clone, Copy)]
+pub(crate) enum NodeValue<'a> {
+    Inline(&'a [u8]),
+    /// `len` bytes at `at`, whose crc32c is `crc`; kept valid by the caller as long as the
+    /// list lives (invariant 4). `len` is below 2^31.
+    External {
+        at: *const u8,
+        len: u32,
+        crc: u32,
+    },
+}
+
+impl NodeValue<'_> {
+    /// Bytes the value takes in its node.
+    fn node_bytes(&self) -> usize {
+        match self {
+            NodeValue::Inline(v) => v.len(),
+            NodeValue::External { .. } => EXTERNAL_BYTES,
+        }
+    }
+}
+
 /// A node: `HEADER_BYTES` of header, then `height` `AtomicPtr<Node>`, then the key, then the
-/// value. Only ever handled by pointer; the struct names the header.
+/// value (or, for an external value, its address and crc: [`EXTERNAL`]). Only ever handled
+/// by pointer; the struct names the header.
 #[repr(C)]
 pub(crate) struct Node {
     key_len: u32,
@@ -96,14 +130,33 @@ impl Node {
     }
 
     /// The value.
+    #[inline]
     pub(crate) fn value(&self) -> &[u8] {
-        // SAFETY: as for `key`; the value follows the key.
+        // SAFETY: as for `key`; the value (or its address) follows the key. An external
+        // value's bytes are valid while the list lives (invariant 4), and the node is
+        // borrowed from the list.
         unsafe {
-            std::slice::from_raw_parts(
-                self.data().add(self.key_len as usize),
-                self.value_len as usize,
-            )
+            let v = self.data().add(self.key_len as usize);
+            if self.value_len & EXTERNAL != 0 {
+                let at = ptr::read_unaligned(v as *const usize) as *const u8;
+                std::slice::from_raw_parts(at, (self.value_len & !EXTERNAL) as usize)
+            } else {
+                std::slice::from_raw_parts(v, self.value_len as usize)
+            }
         }
+    }
+
+    /// The crc32c of an external value (given at insert), `None` for a value in the node.
+    pub(crate) fn external_crc(&self) -> Option<u32> {
+        if self.value_len & EXTERNAL == 0 {
+            return None;
+        }
+        // SAFETY: an external node's value bytes are its address, then its crc (`alloc_node`).
+        let crc = unsafe {
+            let v = self.data().add(self.key_len as usize + 8);
+            ptr::read_unaligned(v as *const u32)
+        };
+        Some(crc)
     }
 }
 
@@ -336,7 +389,7 @@ impl<O: KeyOrder> SkipList<O> {
             chunks: Mutex::default(),
             pool,
         };
-        let head = Self::alloc_node(&arena, MAX_HEIGHT, &[], &[], 0).0;
+        let head = Self::alloc_node(&arena, MAX_HEIGHT, &[], NodeValue::Inline(&[]), 0).0;
         SkipList {
             head,
             height: AtomicUsize::new(1),
@@ -350,11 +403,18 @@ impl<O: KeyOrder> SkipList<O> {
         arena: &Arena,
         height: usize,
         key: &[u8],
-        value: &[u8],
+        value: NodeValue<'_>,
         aux: u32,
     ) -> (*const Node, usize) {
-        let bytes = HEADER_BYTES + height * 8 + key.len() + value.len();
+        let bytes = HEADER_BYTES + height * 8 + key.len() + value.node_bytes();
         let p = arena.alloc(bytes);
+        let value_len = match value {
+            NodeValue::Inline(v) => v.len() as u32,
+            NodeValue::External { len, .. } => {
+                assert!(len < EXTERNAL, "an external value is shorter than 2 GiB");
+                len | EXTERNAL
+            }
+        };
         // SAFETY: `p` is 8-aligned and `bytes` long; the tower is made null here (the
         // arena's memory may hold an earlier list's bytes).
         unsafe {
@@ -362,7 +422,7 @@ impl<O: KeyOrder> SkipList<O> {
                 p as *mut Node,
                 Node {
                     key_len: key.len() as u32,
-                    value_len: value.len() as u32,
+                    value_len,
                     height: height as u32,
                     aux,
                 },
@@ -370,7 +430,16 @@ impl<O: KeyOrder> SkipList<O> {
             ptr::write_bytes(p.add(HEADER_BYTES), 0, height * 8);
             let data = p.add(HEADER_BYTES + height * 8);
             ptr::copy_nonoverlapping(key.as_ptr(), data, key.len());
-            ptr::copy_nonoverlapping(value.as_ptr(), data.add(key.len()), value.len());
+            let v = data.add(key.len());
+            match value {
+                NodeValue::Inline(value) => {
+                    ptr::copy_nonoverlapping(value.as_ptr(), v, value.len())
+                }
+                NodeValue::External { at, crc, .. } => {
+                    ptr::write_unaligned(v as *mut usize, at as usize);
+                    ptr::write_unaligned(v.add(8) as *mut u32, crc);
+                }
+            }
         }
         (p as *const Node, bytes.div_ceil(8) * 8)
     }
@@ -440,7 +509,19 @@ impl<O: KeyOrder> SkipList<O> {
     /// Inserts `key` with `value` and `aux` (kept beside them, [`Node::aux`]), using and
     /// updating `splice` (fresh or from a previous insert into this list). Returns the bytes
     /// allocated, or 0 if an equal key was present.
+    #[cfg(test)]
     pub(crate) fn insert(&self, splice: &mut Splice, key: &[u8], value: &[u8], aux: u32) -> usize {
+        self.insert_value(splice, key, NodeValue::Inline(value), aux)
+    }
+
+    /// [`SkipList::insert`] of a value in the node or outside the list (invariant 4).
+    pub(crate) fn insert_value(
+        &self,
+        splice: &mut Splice,
+        key: &[u8],
+        value: NodeValue<'_>,
+        aux: u32,
+    ) -> usize {
         let height = random_height();
         let cur = self.height.load(AO::Relaxed);
         if height > cur {
@@ -947,6 +1028,53 @@ mod tests {
         assert!(l.insert(&mut s, b"a", b"small", 0) > 0);
         assert_eq!(l.get(l.seek_ge(b"b")).value(), &big[..]);
         assert_eq!(collect(&l), vec![b"a".to_vec(), b"b".to_vec()]);
+    }
+
+    #[test]
+    fn external_values_are_read_where_they_lie_beside_inline_ones() {
+        // Odd keys' values lie outside the list (in `outside`, which outlives it); even
+        // keys' are copied. Keys of every length, so the address after the key is unaligned.
+        let outside: Vec<Vec<u8>> = (0..64u32)
+            .map(|i| {
+                format!("outside value {i}")
+                    .repeat(i as usize + 1)
+                    .into_bytes()
+            })
+            .collect();
+        let l = SkipList::<Bytes>::new();
+        let mut s = Splice::default();
+        let key = |i: u32| format!("{i:03}{}", "k".repeat(i as usize % 7)).into_bytes();
+        for i in (0..64u32).rev() {
+            let k = key(i);
+            let v = &outside[i as usize];
+            let value = if i % 2 == 1 {
+                NodeValue::External {
+                    at: v.as_ptr(),
+                    len: v.len() as u32,
+                    crc: crc32c::crc32c(v),
+                }
+            } else {
+                NodeValue::Inline(v)
+            };
+            let bytes = l.insert_value(&mut s, &k, value, i + 1);
+            // An external value takes its address and crc in the node, not its bytes.
+            let in_node = if i % 2 == 1 { EXTERNAL_BYTES } else { v.len() };
+            let least = HEADER_BYTES + 8 + k.len() + in_node;
+            let most = HEADER_BYTES + MAX_HEIGHT * 8 + k.len() + in_node + 7;
+            assert!((least..=most).contains(&bytes), "key {i}: {bytes} bytes");
+        }
+        for i in 0..64u32 {
+            let n = l.get(l.seek_ge(&key(i)));
+            let v = &outside[i as usize];
+            assert_eq!(n.key(), &key(i)[..]);
+            assert_eq!(n.value(), &v[..], "key {i}");
+            assert_eq!(n.aux(), i + 1);
+            let crc = (i % 2 == 1).then(|| crc32c::crc32c(v));
+            assert_eq!(n.external_crc(), crc, "key {i}");
+        }
+        // The external node's value is where the caller said: same address, no copy.
+        let n = l.get(l.seek_ge(&key(5)));
+        assert_eq!(n.value().as_ptr(), outside[5].as_ptr());
     }
 
     #[test]
