@@ -268,6 +268,16 @@ impl Wal {
         Ok(crate::Reader::new(self.inner.segments.clone(), from, end))
     }
 
+    /// Whether a [`Wal::hold_purge`] below `lsn` lives: [`Wal::purge_up_to`]`(lsn)` would
+    /// stop short of `lsn` (a caller may try again once it is gone).
+    pub fn purge_held_below(&self, lsn: Lsn) -> bool {
+        self.holds
+            .lock()
+            .keys()
+            .next()
+            .is_some_and(|&held| held < lsn)
+    }
+
     /// Deletes (or keeps for recycling) every segment that holds only records below `lsn`:
     /// call it once a checkpoint no longer needs them. The segment being written is kept.
     ///

@@ -233,9 +233,11 @@ impl DbBuilder {
     /// entry holds the value's address in a read-only mapping of the log segment, and reads
     /// of it read the log's page-cache pages in place. A 4 KiB-value load then copies each
     /// value once into the log only, not also into the memtable, whose memory holds keys
-    /// and small values. The memtable keeps the segments it reads from until it is dropped
-    /// (a purge waits for readers of a flushed memtable). Only where the log can be mapped
-    /// (the operating system's file system). The memtable still counts such a value's bytes
+    /// and small values. The memtable keeps the segments it reads from until it is dropped:
+    /// a reader still holding a flushed memtable holds the log's purge back (the flush
+    /// thread purges once it lets go), and one that outlives the database keeps its
+    /// directory locked. Only where the log can be mapped (the operating system's file
+    /// system). The memtable still counts such a value's bytes
     /// toward `memtable_bytes`, so flushes come as often. Default `true`.
     pub fn memtable_values_in_log(mut self, on: bool) -> Self {
         self.memtable_values_in_log = on;
@@ -266,7 +268,6 @@ impl DbBuilder {
         self
     }
 
-    /// The blob threshold of the column family named `cf`.
     /// The smallest blob threshold any column family has (`None`: none separates values).
     pub(crate) fn smallest_blob_threshold(&self) -> Option<usize> {
         self.cf_blob_threshold_bytes
@@ -277,6 +278,7 @@ impl DbBuilder {
             .min()
     }
 
+    /// The blob threshold of the column family named `cf`.
     pub(crate) fn blob_threshold_for(&self, cf: &str) -> Option<usize> {
         for_cf(
             &self.cf_blob_threshold_bytes,

@@ -163,12 +163,33 @@ impl DbInner {
     /// the new log start. In that order because a memtable that reads values in the log
     /// keeps the log's segments from its first seqno on while it lives (memtable invariant
     /// 3): purged while the flush still held it, its own segments would stay until the next
-    /// flush. (A reader holding it still keeps them, until then.)
+    /// flush. A reader that still holds it keeps them: the purge is then owed, and the flush
+    /// thread makes it once the reader lets go ([`DbInner::purge_if_owed`]).
     pub(super) fn flush_and_purge(&self, mem: Arc<Memtable>, boundary: Seqno) -> Result<()> {
         let log_start = self.flush_memtable(&mem, boundary)?;
         drop(mem);
         self.wal.purge_up_to(log_start)?;
+        if self.wal.purge_held_below(log_start) {
+            self.purge_owed.fetch_max(log_start, SeqCst);
+        }
         self.notify_bg();
+        Ok(())
+    }
+
+    /// Purges the log up to the log start a flush's purge stopped short of, once nothing
+    /// holds it back any more (see `purge_owed`).
+    ///
+    /// # Errors
+    ///
+    /// As [`silt_wal::Wal::purge_up_to`].
+    pub(super) fn purge_if_owed(&self) -> Result<()> {
+        let owed = self.purge_owed.load(SeqCst);
+        if owed == 0 || self.wal.purge_held_below(owed) {
+            return Ok(());
+        }
+        self.wal.purge_up_to(owed)?;
+        // A later flush may have raised it meanwhile: that one is still owed.
+        let _ = self.purge_owed.compare_exchange(owed, 0, SeqCst, SeqCst);
         Ok(())
     }
 
@@ -566,6 +587,10 @@ pub(super) fn flush_loop(w: std::sync::Weak<DbInner>) {
             }
             None => {
                 if db.closing.load(SeqCst) {
+                    return;
+                }
+                if let Err(e) = db.purge_if_owed() {
+                    db.poison("log purge failed", &e);
                     return;
                 }
                 let mut g = db.bg_lock.lock();

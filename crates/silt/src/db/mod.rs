@@ -255,7 +255,14 @@ pub(crate) struct DbInner {
     /// error messages about a handle whose family is gone.
     cf_names: Mutex<HashMap<u32, Arc<str>>>,
     /// The directory lock, held until shutdown.
-    dir_lock: Mutex<Option<Box<dyn FileLock>>>,
+    /// Shared with memtables that read values in the log (memtable invariant 3): a reader
+    /// of one that outlives this handle keeps the directory locked, so no other handle
+    /// recycles the segments it reads.
+    pub(crate) dir_lock: Mutex<Option<Arc<dyn FileLock>>>,
+    /// A log start a flush's purge stopped short of, because a reader still held a memtable
+    /// that reads values in the log (its purge hold, memtable invariant 3); 0: none. The
+    /// flush thread purges up to it once the hold is gone (`DbInner::purge_if_owed`).
+    pub(crate) purge_owed: AtomicU64,
     rotating: Mutex<()>,
     /// Signals background threads (new immutable memtable, new tables, shutdown) and
     /// stalled writers (a flush or compaction finished).

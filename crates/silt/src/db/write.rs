@@ -463,12 +463,17 @@ impl DbInner {
         let Some((map, at)) = placed else {
             return apply(mem, lsn, entries, Some(payload), |_| true, None);
         };
-        mem.pin_log(&map, |first| self.wal.hold_purge(first));
-        // SAFETY: `at + payload.len()` lies within the mapping (checked above).
-        let in_log = InLog {
-            at: unsafe { map.as_ptr().add(at) },
-            threshold: &threshold,
+        // What keeps the segments from a memtable's first seqno: the log's purge hold, and
+        // the directory lock, so that a reader outliving this handle keeps any other handle
+        // from opening (and recycling) the log.
+        let keep = |first: Seqno| -> Box<dyn std::any::Any + Send + Sync> {
+            Box::new((self.wal.hold_purge(first), self.dir_lock.lock().clone()))
         };
+        // SAFETY: the record at `lsn` was written (`payload`, whole within its segment:
+        // `at + payload.len()` is inside the mapping, checked above), and the log rewrites
+        // a segment's bytes only once it is purged (recycled), which the purge hold `keep`
+        // makes, or another handle after this one, which the lock forbids, prevent.
+        let in_log = unsafe { InLog::new(map.as_ptr().add(at), &map, &keep, &threshold) };
         apply(mem, lsn, entries, Some(payload), |_| true, Some(&in_log))
     }
 
@@ -720,8 +725,34 @@ pub(super) fn mem_for(mems: &[Arc<Memtable>], seqno: Seqno) -> &Arc<Memtable> {
 /// (the memtable has pinned it: memtable invariant 3), `threshold` a column family's
 /// separation threshold (values at least that long are left in the log).
 pub(super) struct InLog<'a> {
-    pub(super) at: *const u8,
-    pub(super) threshold: &'a dyn Fn(u32) -> Option<usize>,
+    at: *const u8,
+    map: &'a Arc<silt_vfs::ReadMap>,
+    keep: &'a dyn Fn(Seqno) -> Box<dyn std::any::Any + Send + Sync>,
+    threshold: &'a dyn Fn(u32) -> Option<usize>,
+}
+
+impl<'a> InLog<'a> {
+    /// The payload [`apply`] is given lies at `at` in `map`; `keep(first seqno)` returns
+    /// what keeps the log's segments from a memtable's first seqno on (memtable invariant
+    /// 3), pinned by the memtable before its first value left in the log.
+    ///
+    /// # Safety
+    ///
+    /// The payload `apply` is then called with is the bytes at `at`, all within `map`, and
+    /// `map`'s bytes there stay unchanged while `keep`'s value lives.
+    pub(super) unsafe fn new(
+        at: *const u8,
+        map: &'a Arc<silt_vfs::ReadMap>,
+        keep: &'a dyn Fn(Seqno) -> Box<dyn std::any::Any + Send + Sync>,
+        threshold: &'a dyn Fn(u32) -> Option<usize>,
+    ) -> InLog<'a> {
+        InLog {
+            at,
+            map,
+            keep,
+            threshold,
+        }
+    }
 }
 
 /// Inserts a batch's entries at `seqno`; within a batch the last write to a key wins, so
@@ -757,15 +788,25 @@ pub(super) fn apply(
         }
     };
     let mut in_place = 0;
+    let mut pinned = false;
     let mut insert = |splice: &mut Splice, e: &batch::BatchEntry<'_>| {
         let at = logged(e);
         if let Some(il) = in_log {
             let long = || (il.threshold)(e.cf).is_some_and(|t| e.value.len() >= t);
             if at != 0 && e.kind == Kind::Put && long() {
-                // SAFETY: `at - 1` is the value's offset in the payload (`logged`), and the
-                // payload's bytes lie at `il.at` in the pinned mapping.
-                let v = unsafe { il.at.add(at as usize - 1) };
-                if mem.insert_in_log(splice, e.cf, e.key, seqno, e.kind, e.value, v, at) {
+                if !pinned {
+                    // Memtable invariant 3: before the first value left in the log.
+                    mem.pin_log(il.map, |first| (il.keep)(first));
+                    pinned = true;
+                }
+                // SAFETY: `at - 1` is the value's offset in the payload (`logged`), whose
+                // bytes lie at `il.at` in the mapping just pinned, unchanged while the
+                // memtable lives (`InLog::new`'s contract).
+                let inserted = unsafe {
+                    let v = il.at.add(at as usize - 1);
+                    mem.insert_in_log(splice, e.cf, e.key, seqno, e.kind, e.value, v, at)
+                };
+                if inserted {
                     in_place += 1;
                 }
                 return;

@@ -16,10 +16,11 @@
 //!    dropped.
 //! 3. A value read in the log ([`Memtable::insert_in_log`]) stays valid while the memtable
 //!    lives: before the first such insert from a log segment, the writer pins that
-//!    segment's mapping and a purge hold at the memtable's first seqno
-//!    ([`Memtable::pin_log`]), so the log neither removes nor recycles (overwrites) a
-//!    segment holding one of its entries' records until the memtable is dropped — after its
-//!    flush, once the last reader lets go of it.
+//!    segment's mapping and what keeps the log's segments from the memtable's first seqno
+//!    ([`Memtable::pin_log`]: the engine's purge hold, and its directory lock so that no
+//!    other handle opens the log), so the log neither removes nor recycles (overwrites) a
+//!    segment holding one of its entries' records until the memtable is dropped — after
+//!    its flush, once the last reader lets go of it.
 //!
 //! Backed by [`skiplist`]: an arena-backed concurrent skip list with the key and value inline
 //! in each node (why not a general-purpose crate: see that module).
@@ -30,7 +31,6 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use silt_vfs::ReadMap;
-use silt_wal::PurgeHold;
 use smallvec::SmallVec;
 
 use crate::error::Error;
@@ -140,10 +140,10 @@ pub(crate) struct Memtable {
     log_pins: Mutex<LogPins>,
 }
 
-/// The log segments a memtable reads values in, and the purge hold that keeps them.
+/// The log segments a memtable reads values in, and what keeps them (invariant 3).
 #[derive(Default)]
 struct LogPins {
-    hold: Option<PurgeHold>,
+    keep: Option<Box<dyn std::any::Any + Send + Sync>>,
     maps: Vec<Arc<ReadMap>>,
 }
 
@@ -245,37 +245,41 @@ impl Memtable {
         value: &[u8],
         logged: u32,
     ) {
-        self.insert_node(
-            splice,
-            cf,
-            user_key,
-            seqno,
-            kind,
-            NodeValue::Inline(value),
-            logged,
-        );
+        let v = NodeValue::Inline(value);
+        // SAFETY: an inline value is copied into the node.
+        unsafe { self.insert_node(splice, cf, user_key, seqno, kind, v, logged) };
     }
 
-    /// Keeps `map` (a mapping of a log segment) and the log's segments from this memtable's
-    /// first seqno on (`hold`, called once per memtable) for as long as this memtable lives:
-    /// invariant 3, before values in that segment are inserted with
-    /// [`Memtable::insert_in_log`].
-    pub(crate) fn pin_log(&self, map: &Arc<ReadMap>, hold: impl FnOnce(Seqno) -> PurgeHold) {
+    /// Keeps `map` (a mapping of a log segment) and what `keep` returns (called once per
+    /// memtable with its first seqno: what keeps the log's segments from there on) for as
+    /// long as this memtable lives: invariant 3, before values in that segment are inserted
+    /// with [`Memtable::insert_in_log`].
+    pub(crate) fn pin_log(
+        &self,
+        map: &Arc<ReadMap>,
+        keep: impl FnOnce(Seqno) -> Box<dyn std::any::Any + Send + Sync>,
+    ) {
         let mut pins = self.log_pins.lock();
-        if pins.hold.is_none() {
-            pins.hold = Some(hold(self.first_seqno));
+        if pins.keep.is_none() {
+            pins.keep = Some(keep(self.first_seqno));
         }
         if !pins.maps.iter().any(|m| Arc::ptr_eq(m, map)) {
             pins.maps.push(map.clone());
         }
     }
 
-    /// [`Memtable::insert_with`] of a value the log holds at `in_log` (in a mapping pinned
-    /// with [`Memtable::pin_log`]; `value` is the same bytes, read once here for their
-    /// crc): the entry points there instead of holding a copy, and its value's bytes still
-    /// count toward [`Memtable::approx_bytes`]. Returns whether it was inserted.
+    /// [`Memtable::insert_with`] of a value the log holds at `in_log` (`value` is the same
+    /// bytes, read once here for their crc): the entry points there instead of holding a
+    /// copy, and its value's bytes still count toward [`Memtable::approx_bytes`]. Returns
+    /// whether the entry points into the log (a value of 2 GiB or more is copied).
+    ///
+    /// # Safety
+    ///
+    /// `in_log` is the start of `value.len()` bytes equal to `value` in a mapping pinned
+    /// with [`Memtable::pin_log`], which keeps them valid and unchanged while this memtable
+    /// lives (invariant 3).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn insert_in_log(
+    pub(crate) unsafe fn insert_in_log(
         &self,
         splice: &mut Splice,
         cf: u32,
@@ -292,21 +296,30 @@ impl Memtable {
         );
         // SAFETY (of the check): the caller says `in_log` holds `value.len()` bytes.
         debug_assert!(unsafe { std::slice::from_raw_parts(in_log, value.len()) } == value);
-        let Ok(len) = u32::try_from(value.len()) else {
-            self.insert_with(splice, cf, user_key, seqno, kind, value, logged);
-            return false;
+        let len = match u32::try_from(value.len()) {
+            Ok(len) if len < skiplist::EXTERNAL => len,
+            _ => {
+                self.insert_with(splice, cf, user_key, seqno, kind, value, logged);
+                return false;
+            }
         };
         let v = NodeValue::External {
             at: in_log,
             len,
             crc: crc32c::crc32c(value),
         };
-        self.insert_node(splice, cf, user_key, seqno, kind, v, logged) > 0
+        // SAFETY: the caller keeps the bytes at `in_log` while this memtable lives (its list
+        // is dropped with it, before its pins: field order).
+        unsafe { self.insert_node(splice, cf, user_key, seqno, kind, v, logged) > 0 }
     }
 
     /// Inserts one node; returns the bytes it counts for (0: a replayed duplicate).
+    ///
+    /// # Safety
+    ///
+    /// As [`SkipList::insert_value`]'s.
     #[allow(clippy::too_many_arguments)]
-    fn insert_node(
+    unsafe fn insert_node(
         &self,
         splice: &mut Splice,
         cf: u32,
@@ -333,7 +346,8 @@ impl Memtable {
         kb.extend_from_slice(user_key);
         kb.extend_from_slice(&trailer);
         let kb: &[u8] = &kb;
-        let mut bytes = self.list.insert_value(splice, kb, value, logged);
+        // SAFETY: passed on from this function's caller.
+        let mut bytes = unsafe { self.list.insert_value(splice, kb, value, logged) };
         if let (Some(b), Some(h)) = (&self.bloom, h) {
             // Before this insert returns: invariant B1 of `bloom`.
             b.insert(h);

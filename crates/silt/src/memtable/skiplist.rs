@@ -58,8 +58,8 @@ pub(crate) trait KeyOrder {
 
 /// The high bit of a node's `value_len`: the value lies outside the list (invariant 4), and
 /// the node holds, in its value's place, the value's address (8 bytes, unaligned) and its
-/// crc32c (4 bytes).
-const EXTERNAL: u32 = 1 << 31;
+/// crc32c (4 bytes). Every value, inline or external, is shorter than this.
+pub(crate) const EXTERNAL: u32 = 1 << 31;
 
 /// Bytes an external value takes in its node.
 const EXTERNAL_BYTES: usize = 12;
@@ -409,9 +409,12 @@ impl<O: KeyOrder> SkipList<O> {
         let bytes = HEADER_BYTES + height * 8 + key.len() + value.node_bytes();
         let p = arena.alloc(bytes);
         let value_len = match value {
-            NodeValue::Inline(v) => v.len() as u32,
+            NodeValue::Inline(v) => {
+                assert!(v.len() < EXTERNAL as usize, "a value is shorter than 2 GiB");
+                v.len() as u32
+            }
             NodeValue::External { len, .. } => {
-                assert!(len < EXTERNAL, "an external value is shorter than 2 GiB");
+                assert!(len < EXTERNAL, "a value is shorter than 2 GiB");
                 len | EXTERNAL
             }
         };
@@ -511,11 +514,17 @@ impl<O: KeyOrder> SkipList<O> {
     /// allocated, or 0 if an equal key was present.
     #[cfg(test)]
     pub(crate) fn insert(&self, splice: &mut Splice, key: &[u8], value: &[u8], aux: u32) -> usize {
-        self.insert_value(splice, key, NodeValue::Inline(value), aux)
+        // SAFETY: an inline value is copied into the node.
+        unsafe { self.insert_value(splice, key, NodeValue::Inline(value), aux) }
     }
 
-    /// [`SkipList::insert`] of a value in the node or outside the list (invariant 4).
-    pub(crate) fn insert_value(
+    /// [`SkipList::insert`] of a value in the node or outside the list.
+    ///
+    /// # Safety
+    ///
+    /// For [`NodeValue::External`], `at` points to `len` readable bytes that stay valid and
+    /// unchanged as long as this list lives (invariant 4).
+    pub(crate) unsafe fn insert_value(
         &self,
         splice: &mut Splice,
         key: &[u8],
@@ -1056,7 +1065,8 @@ mod tests {
             } else {
                 NodeValue::Inline(v)
             };
-            let bytes = l.insert_value(&mut s, &k, value, i + 1);
+            // SAFETY: `outside` outlives the list, unchanged.
+            let bytes = unsafe { l.insert_value(&mut s, &k, value, i + 1) };
             // An external value takes its address and crc in the node, not its bytes.
             let in_node = if i % 2 == 1 { EXTERNAL_BYTES } else { v.len() };
             let least = HEADER_BYTES + 8 + k.len() + in_node;

@@ -36,14 +36,17 @@ pub(crate) struct LogValue {
     /// The value's offset in the segment file.
     pub(crate) offset: u64,
     pub(crate) len: u32,
-    /// CRC-32C of the value's bytes (the memtable's copy, which the log holds too).
+    /// CRC-32C of the value's bytes (taken from the writer's copy at commit for a value
+    /// the memtable left in the log, else from the memtable's copy; the log holds the same
+    /// bytes).
     pub(crate) crc: u32,
 }
 
 /// The values of one column family a flush may point at: [`log_value_key`] of the value's
 /// bytes in the flushed memtable → where the log holds them. The key is exact: each entry's
-/// value has its own place in the memtable's arena, and `_owner` (the memtable) keeps that
-/// memory from being freed or reused while the map exists. A value passed to the output from
+/// value has its own place, in the memtable's arena or (left in the log) in a mapping of a
+/// log segment the memtable pins, and `_owner` (the memtable) keeps that memory from being
+/// freed or reused while the map exists. A value passed to the output from
 /// anywhere else (a copy) finds nothing and is copied into the blob file.
 pub(crate) struct LogValues {
     pub(crate) map: HashMap<u64, LogValue, std::hash::BuildHasherDefault<PassThrough>>,
