@@ -303,6 +303,60 @@ fn a_reader_of_values_in_the_log_keeps_the_directory_locked_after_close() {
 }
 
 #[test]
+fn a_value_read_in_the_log_that_changed_there_is_corruption_when_the_flush_copies_it() {
+    // One large value among 30 small ones per batch: the flush copies the large values
+    // (their segments are not mostly theirs) from the log's pages, where the memtable left
+    // them. One of them is changed in the segment file behind the engine's back (the page
+    // cache the mapping reads is the file's): the flush must refuse to copy it under a
+    // fresh crc, and report where the log holds it.
+    let dir = tempfile::tempdir().unwrap();
+    let db = builder(dir.path()).memtable_bytes(4 << 20).open().unwrap();
+    for i in 0..40 {
+        let mut b = silt::WriteBatch::new();
+        b.put(&key(i), &value(i, 0));
+        for j in 0..30 {
+            b.put(format!("small{i:04}-{j:02}").as_bytes(), &[b's'; 900]);
+        }
+        db.write(b, Default::default()).unwrap();
+    }
+    assert_eq!(db.stats().memtable_values_in_log, 40);
+    let victim = value(17, 0);
+    let mut found = None;
+    for e in std::fs::read_dir(dir.path().join("wal")).unwrap() {
+        let path = e.unwrap().path();
+        // Segments only (a segment being prepared is renamed meanwhile).
+        if path.extension().is_none_or(|x| x != "wal") {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        if let Some(at) = bytes.windows(victim.len()).position(|w| w == &victim[..]) {
+            found = Some((path, at));
+        }
+    }
+    let (segment, at) = found.expect("the value is in a log segment");
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&segment)
+            .unwrap();
+        f.write_all_at(b"X", (at + 100) as u64).unwrap();
+    }
+    // The memtable reads the log's bytes as they are now: the change shows.
+    assert_ne!(db.get(&key(17)).unwrap(), Some(victim));
+    let e = db.flush().unwrap_err();
+    let cause = db.background_error().unwrap_or_default();
+    assert!(
+        cause.contains("no longer matches the crc") && cause.contains(".wal"),
+        "{e}: {cause}"
+    );
+    // Poisoned: nothing more is written.
+    assert!(db.put(b"after", b"x").is_err());
+}
+
+#[test]
 fn values_are_copied_into_the_memtable_with_the_option_off_or_durable_syncs() {
     let offs: [fn(&Path) -> DbBuilder; 3] = [
         |d| builder(d).memtable_values_in_log(false),

@@ -13,7 +13,7 @@ use super::*;
 use crate::iter::InternalIterator;
 use crate::memtable::MemIter;
 use crate::table_meta::{blob_file_name, BlobMeta, LogSpan};
-use crate::vlog::{log_value_key, LogValue, LogValues, PassThrough};
+use crate::vlog::{log_value_key, CheckedCopy, LogValue, LogValues, PassThrough};
 
 /// A segment must be at least this share (1/n) pointed at to be linked: a log blob wastes
 /// at most the rest of its segment's disk space beyond its span.
@@ -37,12 +37,15 @@ struct SegmentScan {
     records: u64,
 }
 
-/// One noted value before linking: its segment, offset, length, crc.
+/// One noted value before linking: its segment, offset, length, crc, and whether the crc
+/// is the one its commit took (a value the memtable read in the log) rather than one taken
+/// here from the memtable's copy.
 struct Note {
     segment: u64,
     offset: u64,
     len: u32,
     crc: u32,
+    from_commit: bool,
 }
 
 impl DbInner {
@@ -141,30 +144,41 @@ impl DbInner {
                 log: Some(LogSpan { segment, from, to }),
             });
         }
-        if linked.is_empty() {
-            return Ok(out);
-        }
         let owner: Arc<dyn std::any::Any + Send + Sync> = mem.clone();
+        let mut paths: HashMap<u64, Arc<std::path::Path>> = HashMap::new();
         for (cf, notes) in notes {
-            let map: HashMap<u64, LogValue, _> = notes
-                .into_iter()
-                .filter_map(|(k, n)| {
-                    let blob = *linked.get(&n.segment)?;
-                    Some((
-                        k,
-                        LogValue {
-                            blob,
-                            offset: n.offset,
-                            len: n.len,
-                            crc: n.crc,
-                        },
-                    ))
-                })
-                .collect();
-            if !map.is_empty() {
-                let owner = owner.clone();
-                out.values
-                    .insert(cf, Arc::new(LogValues { map, _owner: owner }));
+            let mut map: HashMap<u64, LogValue, _> = HashMap::default();
+            let mut check: HashMap<u64, CheckedCopy, _> = HashMap::default();
+            for (k, n) in notes {
+                if let Some(&blob) = linked.get(&n.segment) {
+                    let v = LogValue {
+                        blob,
+                        offset: n.offset,
+                        len: n.len,
+                        crc: n.crc,
+                    };
+                    map.insert(k, v);
+                } else if n.from_commit {
+                    // Copied, from the log's page cache: checked first (`LogValues::check`).
+                    let file = paths
+                        .entry(n.segment)
+                        .or_insert_with(|| self.wal.segment_path(n.segment).into())
+                        .clone();
+                    let c = CheckedCopy {
+                        crc: n.crc,
+                        file,
+                        offset: n.offset,
+                    };
+                    check.insert(k, c);
+                }
+            }
+            if !map.is_empty() || !check.is_empty() {
+                let v = LogValues {
+                    map,
+                    check,
+                    _owner: owner.clone(),
+                };
+                out.values.insert(cf, Arc::new(v));
             }
         }
         Ok(out)
@@ -229,6 +243,7 @@ fn note(it: &MemIter, threshold: usize, boundary: Seqno, s: u64) -> Option<(u64,
             (key::Kind::Put, Some(crc)) => crc,
             _ => crc32c::crc32c(body),
         },
+        from_commit: p.kind == key::Kind::Put && it.in_log_crc().is_some(),
     };
     Some((log_value_key(body), rec_start, note))
 }

@@ -17,7 +17,7 @@ mod reader;
 mod writer;
 
 pub(crate) use output::{
-    log_value_key, Finished, LogValue, LogValues, Output, PassThrough, Separation,
+    log_value_key, CheckedCopy, Finished, LogValue, LogValues, Output, PassThrough, Separation,
 };
 pub(crate) use reader::{check_file, read_meta, verify_records, BlobFiles};
 pub(crate) use writer::BlobWriter;

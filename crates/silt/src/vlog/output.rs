@@ -50,14 +50,29 @@ pub(crate) struct LogValue {
 /// anywhere else (a copy) finds nothing and is copied into the blob file.
 pub(crate) struct LogValues {
     pub(crate) map: HashMap<u64, LogValue, std::hash::BuildHasherDefault<PassThrough>>,
+    /// Values the memtable read in the log, in segments the flush did not link: they are
+    /// copied into the blob file, and checked first against the crc their commit took
+    /// (the key as for `map` → that crc, and where the log holds them), so that bytes which
+    /// changed in the log are `Corruption`, not a new blob with a fresh crc over them.
+    pub(crate) check: HashMap<u64, CheckedCopy, std::hash::BuildHasherDefault<PassThrough>>,
     /// What holds the memory the keys are addresses in (held, never read).
     pub(crate) _owner: Arc<dyn std::any::Any + Send + Sync>,
+}
+
+/// A value to check before it is copied ([`LogValues::check`]).
+#[derive(Clone, Debug)]
+pub(crate) struct CheckedCopy {
+    pub(crate) crc: u32,
+    /// The log segment's file and the value's offset in it, for the error.
+    pub(crate) file: Arc<std::path::Path>,
+    pub(crate) offset: u64,
 }
 
 impl std::fmt::Debug for LogValues {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LogValues")
             .field("values", &self.map.len())
+            .field("checked", &self.check.len())
             .finish()
     }
 }
@@ -132,7 +147,10 @@ impl Output {
             Kind::Put | Kind::PutTtl if self.sep.threshold.is_some_and(|t| body.len() >= t) => {
                 let ptr = match self.log_pointer(body) {
                     Some(ptr) => ptr,
-                    None => self.blob_writer()?.add(p.user_key, body)?,
+                    None => {
+                        self.check_copy(body)?;
+                        self.blob_writer()?.add(p.user_key, body)?
+                    }
                 };
                 // The same entry, kind `Blob` (`BlobTtl`): only the trailer's kind byte
                 // changes, and the value becomes the (expiry and the) pointer.
@@ -187,6 +205,29 @@ impl Output {
             offset: at.offset,
             len: at.len,
             crc: Some(at.crc),
+        })
+    }
+
+    /// `Corruption` if `value` is one the memtable read in the log ([`LogValues::check`])
+    /// and its bytes no longer match the crc its commit took.
+    fn check_copy(&self, value: &[u8]) -> Result<()> {
+        let Some(c) = self
+            .sep
+            .log
+            .as_ref()
+            .and_then(|l| l.check.get(&log_value_key(value)))
+        else {
+            return Ok(());
+        };
+        if crc32c::crc32c(value) == c.crc {
+            return Ok(());
+        }
+        Err(Error::Corruption {
+            file: c.file.to_path_buf(),
+            offset: c.offset,
+            reason: "a value the memtable read in the log no longer matches the crc its \
+                     commit took"
+                .into(),
         })
     }
 
