@@ -357,6 +357,105 @@ fn a_value_read_in_the_log_that_changed_there_is_corruption_when_the_flush_copie
 }
 
 #[test]
+fn writers_racing_flushes_and_readers_see_every_value_left_in_the_log() {
+    // Writers commit large values while another thread keeps freezing and flushing the
+    // memtable, so commits land in a memtable that is no longer the active one (the one
+    // owning their seqno), segments are linked, copied and purged under them, and readers
+    // read values acknowledged a moment ago, from whichever memtable or table holds them.
+    // Threads of their own and a deadline: a writer that panics inside the commit path
+    // leaves the others waiting, and the test must fail, not hang.
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
+    use std::sync::Arc;
+    const WRITERS: u32 = 3;
+    const BATCHES: u32 = 200;
+    let k = |t: u32, n: u32| t * 100_000 + n;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(builder(dir.path()).memtable_bytes(1 << 20).open().unwrap());
+    let acked: Arc<Vec<AtomicU32>> = Arc::new((0..WRITERS).map(|_| AtomicU32::new(0)).collect());
+    let done = Arc::new(AtomicBool::new(false));
+    let failed = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for t in 0..WRITERS {
+        let (db, acked, failed) = (db.clone(), acked.clone(), failed.clone());
+        threads.push(std::thread::spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                for b in 0..BATCHES {
+                    let mut batch = silt::WriteBatch::new();
+                    batch.put(&key(k(t, 2 * b)), &value(k(t, 2 * b), 0));
+                    batch.put(&key(k(t, 2 * b + 1)), &value(k(t, 2 * b + 1), 0));
+                    db.write(batch, Default::default()).unwrap();
+                    acked[t as usize].store(2 * b + 2, SeqCst);
+                }
+            }));
+            if r.is_err() {
+                failed.store(true, SeqCst);
+            }
+        }));
+    }
+    {
+        let (db, done) = (db.clone(), done.clone());
+        threads.push(std::thread::spawn(move || {
+            while !done.load(SeqCst) {
+                db.flush().unwrap();
+            }
+        }));
+    }
+    {
+        let (db, done, acked, failed) = (db.clone(), done.clone(), acked.clone(), failed.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut x = 7u32;
+            while !done.load(SeqCst) {
+                for t in 0..WRITERS {
+                    let n = acked[t as usize].load(SeqCst);
+                    if n == 0 {
+                        continue;
+                    }
+                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                    let i = k(t, (x >> 8) % n);
+                    if db.get(&key(i)).unwrap() != Some(value(i, 0)) {
+                        eprintln!("key {i} read back wrong");
+                        failed.store(true, SeqCst);
+                        return;
+                    }
+                }
+            }
+        }));
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while acked.iter().any(|a| a.load(SeqCst) < 2 * BATCHES) {
+        assert!(!failed.load(SeqCst), "a writer or the reader failed");
+        assert!(std::time::Instant::now() < deadline, "the writers stalled");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    done.store(true, SeqCst);
+    for h in threads {
+        h.join().unwrap();
+    }
+    assert!(!failed.load(SeqCst), "a writer or the reader failed");
+    let s = db.stats();
+    assert!(
+        s.memtable_values_in_log >= u64::from(WRITERS * BATCHES),
+        "{s:?}"
+    );
+    assert!(s.flushes >= 10, "{} flushes", s.flushes);
+    let check = |db: &Db| {
+        for t in 0..WRITERS {
+            for n in 0..2 * BATCHES {
+                let i = k(t, n);
+                assert_eq!(db.get(&key(i)).unwrap(), Some(value(i, 0)), "key {i}");
+            }
+        }
+    };
+    check(&db);
+    Arc::try_unwrap(db)
+        .ok()
+        .expect("the last handle")
+        .close()
+        .unwrap();
+    check(&builder(dir.path()).open().unwrap());
+}
+
+#[test]
 fn values_are_copied_into_the_memtable_with_the_option_off_or_durable_syncs() {
     let offs: [fn(&Path) -> DbBuilder; 3] = [
         |d| builder(d).memtable_values_in_log(false),
