@@ -12,6 +12,10 @@
 //! segment id and LSN, so stale bytes of a recycled file never read as records). A purged
 //! segment that has another name (a hard link) is removed, never recycled. A background thread prepares segment `k + 1` once writers pass
 //! the first quarter of segment `k`, so rotation does not wait for preallocation.
+//!
+//! Invariant: segments are created in id order ([`Segments::create_locked`] creates any
+//! missing ones below the one asked for first), so the directory never shows a gap in
+//! segment ids, which recovery refuses.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -180,6 +184,18 @@ impl Segments {
         }
         if self.poisoned.load(SeqCst) {
             return Err(Error::Poisoned);
+        }
+        // Segments are created in id order. A writer whose record lies in segment `id` may
+        // get here before any writer of `id - 1` has (reservations are lock-free, and the
+        // preparer may be behind): the ones between are created first, so the directory
+        // never shows a gap in segment ids, which recovery refuses. (Found by `silt-stress
+        // power-loss`, 2026-11-27: a power loss right after such a creation left a log that
+        // would not open.)
+        let highest = self.files.read().keys().next_back().copied();
+        if let Some(h) = highest.filter(|&h| h + 1 < id) {
+            for between in h + 1..id {
+                self.create_locked(prep, between)?;
+            }
         }
         // A failure here may be a failed fdatasync: after it, no file is synced again.
         self.create_file(prep, id).inspect_err(|e| {
