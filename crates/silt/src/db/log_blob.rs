@@ -233,17 +233,15 @@ fn note(it: &MemIter, threshold: usize, boundary: Seqno, s: u64) -> Option<(u64,
     if offset + u64::from(len) > s {
         return None;
     }
+    // A value read in the log had its crc taken from the writer's copy at insert, hot in the
+    // cache then; here it would be read cold, through the log's mapping.
+    let commit_crc = it.in_log_crc().filter(|_| p.kind == key::Kind::Put);
     let note = Note {
         segment: p.seqno / s,
         offset,
         len,
-        // A value read in the log had its crc taken from the writer's copy at insert, hot in
-        // the cache then; here it would be read cold, through the log's mapping.
-        crc: match (p.kind, it.in_log_crc()) {
-            (key::Kind::Put, Some(crc)) => crc,
-            _ => crc32c::crc32c(body),
-        },
-        from_commit: p.kind == key::Kind::Put && it.in_log_crc().is_some(),
+        crc: commit_crc.unwrap_or_else(|| crc32c::crc32c(body)),
+        from_commit: commit_crc.is_some(),
     };
     Some((log_value_key(body), rec_start, note))
 }

@@ -452,10 +452,7 @@ impl DbInner {
             last.set((cf, t));
             t
         };
-        let wanted = eligible
-            && entries.iter().any(|e| {
-                e.kind == Kind::Put && threshold(e.cf).is_some_and(|t| e.value.len() >= t)
-            });
+        let wanted = eligible && entries.iter().any(|e| leaves_in_log(e, &threshold));
         let placed = wanted
             .then(|| self.wal.payload_in_place(lsn))
             .flatten()
@@ -755,6 +752,12 @@ impl<'a> InLog<'a> {
     }
 }
 
+/// Whether the memtable leaves `e`'s value in the log (when it knows where): a `Put` whose
+/// value is at least its family's threshold.
+fn leaves_in_log(e: &batch::BatchEntry<'_>, threshold: &dyn Fn(u32) -> Option<usize>) -> bool {
+    e.kind == Kind::Put && threshold(e.cf).is_some_and(|t| e.value.len() >= t)
+}
+
 /// Inserts a batch's entries at `seqno`; within a batch the last write to a key wins, so
 /// each (cf, key) gets one entry. A batch already in (cf, key) order — a bulk load's — has no
 /// duplicates to drop and is inserted in that order with one splice, about two key
@@ -792,8 +795,7 @@ pub(super) fn apply(
     let mut insert = |splice: &mut Splice, e: &batch::BatchEntry<'_>| {
         let at = logged(e);
         if let Some(il) = in_log {
-            let long = || (il.threshold)(e.cf).is_some_and(|t| e.value.len() >= t);
-            if at != 0 && e.kind == Kind::Put && long() {
+            if at != 0 && leaves_in_log(e, il.threshold) {
                 if !pinned {
                     // Memtable invariant 3: before the first value left in the log.
                     mem.pin_log(il.map, |first| (il.keep)(first));
