@@ -367,36 +367,50 @@ fn writers_racing_flushes_and_readers_see_every_value_left_in_the_log() {
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
     use std::sync::Arc;
     const WRITERS: u32 = 3;
+    // Each writer commits at least BATCHES batches, and goes on until the flusher has
+    // completed FLUSHES flushes, so the race is run however the threads are scheduled (a
+    // count of flushes reached by a fixed number of batches depends on the machine's load).
     const BATCHES: u32 = 200;
+    const FLUSHES: u32 = 10;
+    const MAX_BATCHES: u32 = 45_000; // keeps each writer's keys below the next writer's
     let k = |t: u32, n: u32| t * 100_000 + n;
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(builder(dir.path()).memtable_bytes(1 << 20).open().unwrap());
     let acked: Arc<Vec<AtomicU32>> = Arc::new((0..WRITERS).map(|_| AtomicU32::new(0)).collect());
+    let flushed = Arc::new(AtomicU32::new(0));
+    let finished = Arc::new(AtomicU32::new(0));
     let done = Arc::new(AtomicBool::new(false));
     let failed = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     for t in 0..WRITERS {
         let (db, acked, failed) = (db.clone(), acked.clone(), failed.clone());
+        let (flushed, finished) = (flushed.clone(), finished.clone());
         threads.push(std::thread::spawn(move || {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                for b in 0..BATCHES {
+                let mut b = 0;
+                while b < BATCHES || (flushed.load(SeqCst) < FLUSHES && b < MAX_BATCHES) {
                     let mut batch = silt::WriteBatch::new();
                     batch.put(&key(k(t, 2 * b)), &value(k(t, 2 * b), 0));
                     batch.put(&key(k(t, 2 * b + 1)), &value(k(t, 2 * b + 1), 0));
                     db.write(batch, Default::default()).unwrap();
                     acked[t as usize].store(2 * b + 2, SeqCst);
+                    b += 1;
                 }
             }));
             if r.is_err() {
                 failed.store(true, SeqCst);
             }
+            finished.fetch_add(1, SeqCst);
         }));
     }
     {
-        let (db, done) = (db.clone(), done.clone());
+        let (db, done, flushed) = (db.clone(), done.clone(), flushed.clone());
         threads.push(std::thread::spawn(move || {
             while !done.load(SeqCst) {
                 db.flush().unwrap();
+                // Flushes that wrote a table (a call on an empty memtable writes none).
+                let n = u32::try_from(db.stats().flushes).unwrap_or(u32::MAX);
+                flushed.store(n, SeqCst);
             }
         }));
     }
@@ -422,7 +436,7 @@ fn writers_racing_flushes_and_readers_see_every_value_left_in_the_log() {
         }));
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while acked.iter().any(|a| a.load(SeqCst) < 2 * BATCHES) {
+    while finished.load(SeqCst) < WRITERS {
         assert!(!failed.load(SeqCst), "a writer or the reader failed");
         assert!(std::time::Instant::now() < deadline, "the writers stalled");
         std::thread::sleep(std::time::Duration::from_millis(5));
@@ -437,10 +451,17 @@ fn writers_racing_flushes_and_readers_see_every_value_left_in_the_log() {
         s.memtable_values_in_log >= u64::from(WRITERS * BATCHES),
         "{s:?}"
     );
-    assert!(s.flushes >= 10, "{} flushes", s.flushes);
+    // The flusher had completed FLUSHES flushes while the writers were still writing.
+    assert!(
+        s.flushes >= u64::from(FLUSHES),
+        "{} flushes after {:?} keys per writer",
+        s.flushes,
+        acked.iter().map(|a| a.load(SeqCst)).collect::<Vec<_>>()
+    );
+    let written: Vec<u32> = acked.iter().map(|a| a.load(SeqCst)).collect();
     let check = |db: &Db| {
         for t in 0..WRITERS {
-            for n in 0..2 * BATCHES {
+            for n in 0..written[t as usize] {
                 let i = k(t, n);
                 assert_eq!(db.get(&key(i)).unwrap(), Some(value(i, 0)), "key {i}");
             }
