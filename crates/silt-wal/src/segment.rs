@@ -85,6 +85,11 @@ struct Prep {
     /// segments become log blobs; the next segment is made before the one it replaces is
     /// purged, so a count of replacements owed would come too late).
     links_seen: bool,
+    /// The lowest segment id that may be created: one past the highest segment a purge
+    /// removed (at open, the oldest segment found). A segment below it held records that
+    /// were purged; a file made under its name again would be an orphan below the log, most
+    /// often with a purged segment missing after it: a log that recovery refuses to open.
+    floor: u64,
 }
 
 impl Segments {
@@ -100,6 +105,7 @@ impl Segments {
         // Continue after the highest serial found, not from the pool's size: after purges
         // and reopens the survivors can be, say, 2 and 3 only, and numbering from 2 would
         // rename a purged segment onto a file still in the pool.
+        let floor = files.keys().next().copied().unwrap_or(0);
         let pool_serial = pool
             .iter()
             .filter_map(|p| p.file_stem()?.to_str()?.parse::<u64>().ok())
@@ -116,6 +122,7 @@ impl Segments {
                 pool,
                 pool_serial,
                 links_seen: false,
+                floor,
             }),
             wanted: Mutex::new(Wanted {
                 id: None,
@@ -184,6 +191,18 @@ impl Segments {
         }
         if self.poisoned.load(SeqCst) {
             return Err(Error::Poisoned);
+        }
+        if id < prep.floor {
+            // No writer asks for a purged segment (a purge removes only segments below the
+            // filled watermark); the preparer skips stale requests before coming here.
+            debug_assert!(
+                false,
+                "segment {id} is below the purged floor {}",
+                prep.floor
+            );
+            return Err(Error::InvalidArgument(format!(
+                "log segment {id} was purged; it is not created again"
+            )));
         }
         // Segments are created in id order. A writer whose record lies in segment `id` may
         // get here before any writer of `id - 1` has (reservations are lock-free, and the
@@ -287,7 +306,15 @@ impl Segments {
             match wanted.id.take() {
                 Some(id) => {
                     drop(wanted);
-                    let _ = self.create_locked(&mut self.prep.lock(), id);
+                    crate::kill_point::hit("log: preparer took a request, before creating");
+                    let mut prep = self.prep.lock();
+                    // A request made before a purge passed its segment is stale: the
+                    // segment's records are gone, and the file would be an orphan below
+                    // the log (found by `silt-stress power-loss`, 2026-11-27).
+                    if id >= prep.floor {
+                        let _ = self.create_locked(&mut prep, id);
+                    }
+                    drop(prep);
                     wanted = self.wanted.lock();
                 }
                 None => self.wanted_cv.wait(&mut wanted),
@@ -378,13 +405,25 @@ impl Segments {
     pub(crate) fn purge_below(&self, lsn: u64, keep_from: u64, empty_pool: bool) -> Result<usize> {
         let mut prep = self.prep.lock();
         self.purged_to.fetch_max(lsn, SeqCst);
-        let victims: Vec<u64> = self
-            .files
-            .read()
-            .keys()
-            .copied()
-            .filter(|&id| (id + 1) * self.segment_bytes <= lsn && id < keep_from)
-            .collect();
+        let victims: Vec<u64> = {
+            let files = self.files.read();
+            let mut v: Vec<u64> = files
+                .keys()
+                .copied()
+                .filter(|&id| (id + 1) * self.segment_bytes <= lsn && id < keep_from)
+                .collect();
+            // The log keeps a segment: with none on disk, a power loss before the next is
+            // created would leave a log that tells recovery nothing of where it ended (it
+            // would start again at segment 0). That happens when the filled watermark
+            // sits exactly on a segment boundary and the next segment is not made yet.
+            if v.len() == files.len() {
+                v.pop();
+            }
+            v
+        };
+        if let Some(&last) = victims.last() {
+            prep.floor = prep.floor.max(last + 1);
+        }
         for &id in &victims {
             let path = self.path(id);
             self.files.write().remove(&id);

@@ -65,3 +65,37 @@ fn a_writer_two_segments_ahead_creates_the_one_between_first() {
     a1.wait().unwrap();
     assert_eq!(third.join().unwrap() / SEG, 2);
 }
+
+/// A purge leaves the log a segment. When the last record ends exactly at a segment's end,
+/// the next segment does not exist yet; a purge of everything up to there used to remove
+/// every segment, and a power loss before the next was made left an empty directory, from
+/// which the log started again at LSN 0 (a database then refuses to open: its tables are
+/// ahead of its log).
+#[test]
+fn a_purge_up_to_a_segment_boundary_keeps_the_last_segment() {
+    let sim = SimFs::new();
+    let fs: Arc<dyn FileSystem> = sim.clone();
+    let opts = Options::default()
+        .sync(SyncMode::Full)
+        .segment_bytes(SEG)
+        .fs(fs.clone());
+    let wal = Wal::open(DIR, opts.clone()).unwrap();
+    // One record of a whole segment: it ends exactly where segment 1 would start.
+    let big = wal.max_payload_bytes();
+    wal.append(&vec![7u8; big]).unwrap();
+    let end = wal.reserved_lsn();
+    assert_eq!(end, SEG, "the record fills segment 0");
+    assert_eq!(segment_ids(&*fs), vec![0]);
+    wal.purge_up_to(end).unwrap();
+    assert_eq!(segment_ids(&*fs), vec![0], "the log's only segment stays");
+    let image = sim.crash(CrashMode::DropAll, 1);
+    drop(wal);
+    let reopened = Wal::open(DIR, opts.fs(image)).unwrap();
+    assert!(
+        reopened.reserved_lsn() >= end,
+        "the log goes on where it ended, not at LSN {}",
+        reopened.reserved_lsn()
+    );
+    let lsn = reopened.append(b"next").unwrap();
+    assert!(lsn >= end);
+}
