@@ -366,6 +366,13 @@ impl DbInner {
         let r = match r {
             Ok(()) => {
                 new.keep_only(&recorded);
+                // Counted before the new version is installed: `Db::flush` returns once it
+                // is, and its caller's `stats()` must include this flush.
+                self.counters.flush_bytes.fetch_add(bytes, SeqCst);
+                self.counters.flushes.fetch_add(1, SeqCst);
+                self.counters
+                    .flush_tables_below_l0
+                    .fetch_add(placed, SeqCst);
                 let s = &mut *st;
                 let v = Arc::new(s.builder.build(s.manifest.state()));
                 let mut sv = self.sv.write();
@@ -386,11 +393,6 @@ impl DbInner {
         // surely failed).
         drop(new);
         r?;
-        self.counters.flush_bytes.fetch_add(bytes, SeqCst);
-        self.counters.flushes.fetch_add(1, SeqCst);
-        self.counters
-            .flush_tables_below_l0
-            .fetch_add(placed, SeqCst);
         crate::kill_point::hit("flush: manifest edit durable, before purging the log");
         Ok(log_start)
     }
