@@ -1045,6 +1045,8 @@ fn run(sync: SyncMode, ncf: usize) {
             && c.gets.load(SeqCst) >= 200
             && c.scans.load(SeqCst) >= 20
             && c.snapshot_rereads.load(SeqCst) >= 3
+            && c.pair_checks.load(SeqCst) >= 5
+            && s.compaction_write_bytes > 0
             && s.flushes >= 5
             && s.compactions >= 2
             && s.levels[1..].iter().any(|l| l.tables > 0)
