@@ -345,8 +345,11 @@ mod tests {
             "the WAL reached {peak} bytes in {} transactions of about 4 MB: it did not restart",
             2 * txns
         );
+        // A WAL that reached the bound was restarted by its writer. (Writers that never
+        // overlap a checkpoint, as a loaded machine may schedule them, let the log restart
+        // on its own and never reach it.)
         assert!(
-            pool.restarts() > 0,
+            pool.restarts() > 0 || peak < JOURNAL_SIZE_LIMIT,
             "no RESTART checkpoint in a {peak}-byte WAL"
         );
         pool.close().expect("close");
