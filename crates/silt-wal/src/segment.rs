@@ -85,11 +85,6 @@ struct Prep {
     /// segments become log blobs; the next segment is made before the one it replaces is
     /// purged, so a count of replacements owed would come too late).
     links_seen: bool,
-    /// The lowest segment id that may be created: one past the highest segment a purge
-    /// removed (at open, the oldest segment found). A segment below it held records that
-    /// were purged; a file made under its name again would be an orphan below the log, most
-    /// often with a purged segment missing after it: a log that recovery refuses to open.
-    floor: u64,
 }
 
 impl Segments {
@@ -105,7 +100,6 @@ impl Segments {
         // Continue after the highest serial found, not from the pool's size: after purges
         // and reopens the survivors can be, say, 2 and 3 only, and numbering from 2 would
         // rename a purged segment onto a file still in the pool.
-        let floor = files.keys().next().copied().unwrap_or(0);
         let pool_serial = pool
             .iter()
             .filter_map(|p| p.file_stem()?.to_str()?.parse::<u64>().ok())
@@ -122,7 +116,6 @@ impl Segments {
                 pool,
                 pool_serial,
                 links_seen: false,
-                floor,
             }),
             wanted: Mutex::new(Wanted {
                 id: None,
@@ -180,6 +173,20 @@ impl Segments {
         }
     }
 
+    /// Whether segment `id` lies below the oldest segment: it held records a purge removed
+    /// (or ones gone before the log was opened), and a file made under its name again would
+    /// be an orphan below the log, most often with a purged segment missing after it — a
+    /// log that recovery refuses to open. A purge always keeps a segment, so the table is
+    /// empty only before a new log's first segment is made. Callers hold `prep`, as purges
+    /// do.
+    fn below_the_log(&self, id: u64) -> bool {
+        self.files
+            .read()
+            .keys()
+            .next()
+            .is_some_and(|&oldest| id < oldest)
+    }
+
     /// The ids of the segments, oldest first.
     pub(crate) fn ids(&self) -> Vec<u64> {
         self.files.read().keys().copied().collect()
@@ -192,14 +199,10 @@ impl Segments {
         if self.poisoned.load(SeqCst) {
             return Err(Error::Poisoned);
         }
-        if id < prep.floor {
+        if self.below_the_log(id) {
             // No writer asks for a purged segment (a purge removes only segments below the
             // filled watermark); the preparer skips stale requests before coming here.
-            debug_assert!(
-                false,
-                "segment {id} is below the purged floor {}",
-                prep.floor
-            );
+            debug_assert!(false, "segment {id} is below the log's oldest segment");
             return Err(Error::InvalidArgument(format!(
                 "log segment {id} was purged; it is not created again"
             )));
@@ -311,7 +314,7 @@ impl Segments {
                     // A request made before a purge passed its segment is stale: the
                     // segment's records are gone, and the file would be an orphan below
                     // the log (found by `silt-stress power-loss`, 2026-11-27).
-                    if id >= prep.floor {
+                    if !self.below_the_log(id) {
                         let _ = self.create_locked(&mut prep, id);
                     }
                     drop(prep);
@@ -421,9 +424,6 @@ impl Segments {
             }
             v
         };
-        if let Some(&last) = victims.last() {
-            prep.floor = prep.floor.max(last + 1);
-        }
         for &id in &victims {
             let path = self.path(id);
             self.files.write().remove(&id);

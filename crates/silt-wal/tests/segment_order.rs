@@ -5,6 +5,8 @@
 //! Before, a power loss in that moment left a log that would not open (what `silt-stress
 //! power-loss` found once, 2026-11-27, session 36).
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,15 +17,7 @@ const DIR: &str = "/log";
 const SEG: u64 = 64 << 10;
 
 fn segment_ids(fs: &dyn FileSystem) -> Vec<u64> {
-    let mut ids: Vec<u64> = fs
-        .list(DIR.as_ref())
-        .unwrap()
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
-        .map(|p| p.file_stem().unwrap().to_str().unwrap().parse().unwrap())
-        .collect();
-    ids.sort();
-    ids
+    common::segment_ids(fs, DIR)
 }
 
 #[test]

@@ -26,15 +26,7 @@ const SEG: u64 = 64 << 10;
 const REC: usize = 1000;
 
 fn segment_ids(fs: &dyn FileSystem) -> Vec<u64> {
-    let mut ids: Vec<u64> = fs
-        .list(DIR.as_ref())
-        .unwrap()
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
-        .map(|p| p.file_stem().unwrap().to_str().unwrap().parse().unwrap())
-        .collect();
-    ids.sort();
-    ids
+    common::segment_ids(fs, DIR)
 }
 
 #[test]

@@ -56,8 +56,10 @@ fn under_concurrent_writes_a_checkpoint_is_a_prefix_with_everything_acknowledged
     let start = std::time::Instant::now();
     let mut round = 0;
     while round < 6
-        || ((linked == 0 || db.stats().flushes == 0 || db.stats().compactions == 0)
-            && start.elapsed() < std::time::Duration::from_secs(60))
+        || ((linked == 0 || {
+            let s = db.stats();
+            s.flushes == 0 || s.compactions == 0
+        }) && start.elapsed() < std::time::Duration::from_secs(60))
     {
         round += 1;
         std::thread::sleep(std::time::Duration::from_millis(150));

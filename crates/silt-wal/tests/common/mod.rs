@@ -52,3 +52,16 @@ pub fn read_all(wal: &Wal) -> Vec<silt_wal::Record> {
 pub fn small(opts: Options) -> Options {
     opts.segment_bytes(64 << 10)
 }
+
+/// The ids of the `.wal` segments in `dir`, sorted.
+pub fn segment_ids(fs: &dyn silt_vfs::FileSystem, dir: &str) -> Vec<u64> {
+    let mut ids: Vec<u64> = fs
+        .list(dir.as_ref())
+        .unwrap()
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .map(|p| p.file_stem().unwrap().to_str().unwrap().parse().unwrap())
+        .collect();
+    ids.sort();
+    ids
+}
