@@ -37,6 +37,7 @@ pub struct DbBuilder {
     pub(crate) immutable_memtables_max: usize,
     pub(crate) memtable_scan_flush_trigger: u64,
     pub(crate) l0_scan_compaction_ratio: f64,
+    pub(crate) dead_runs: bool,
     pub(crate) memtable_bloom_ratio: f64,
     pub(crate) block_cache_bytes: u64,
     pub(crate) table_cache_tables: usize,
@@ -84,6 +85,7 @@ impl DbBuilder {
             immutable_memtables_max: 2,
             memtable_scan_flush_trigger: 4096,
             l0_scan_compaction_ratio: 16.0,
+            dead_runs: true,
             memtable_bloom_ratio: 0.0,
             block_cache_bytes: 64 << 20,
             table_cache_tables: 4096,
@@ -342,6 +344,19 @@ impl DbBuilder {
     /// twentieth of compacting one); 0 turns it off. Counted in `Stats::scan_compactions`.
     pub fn l0_scan_compaction_ratio(mut self, ratio: f64) -> Self {
         self.l0_scan_compaction_ratio = if ratio.is_nan() { 0.0 } else { ratio.max(0.0) };
+        self
+    }
+
+    /// Remember the key ranges that iterators found to hold no live key, and let later
+    /// iterators that start inside one seek past it instead of walking its tombstones again
+    /// (`docs/design.md`, "Dead runs"). A queue that deletes at its head and reads from
+    /// there walks, without it, every delete a compaction has not yet dropped; with it, only
+    /// those since the last read. A family starts remembering once a read passed over 64
+    /// entries in one step; from then on each iterator over it registers its start (a
+    /// lock) and each commit writing a value into it checks the runs (a lock per commit).
+    /// Counted in `Stats::dead_run_records` and `Stats::dead_run_jumps`. Default on.
+    pub fn dead_runs(mut self, on: bool) -> Self {
+        self.dead_runs = on;
         self
     }
 

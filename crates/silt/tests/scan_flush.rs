@@ -13,6 +13,9 @@ mod common;
 fn open(dir: &std::path::Path, trigger: u64) -> Db {
     Db::builder(dir)
         .memtable_scan_flush_trigger(trigger)
+        // These reads must walk what they walk: a dead run would let them seek past it
+        // (`tests/dead_runs.rs`).
+        .dead_runs(false)
         .stats_dump_period(None)
         .open()
         .unwrap()
@@ -181,6 +184,7 @@ fn a_snapshot_keeps_what_it_sees_through_a_flush() {
 fn open_l0(dir: &std::path::Path, ratio: f64) -> Db {
     Db::builder(dir)
         .memtable_scan_flush_trigger(0)
+        .dead_runs(false)
         .l0_scan_compaction_ratio(ratio)
         .l0_compaction_trigger(16)
         .l0_slowdown_tables(32)

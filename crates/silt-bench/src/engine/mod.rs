@@ -371,6 +371,8 @@ impl Engine for SiltEngine {
             "tombstone_compactions": s.tombstone_compactions,
             "scan_compactions": s.scan_compactions,
             "scan_flushes": s.scan_flushes,
+            "dead_run_records": s.dead_run_records,
+            "dead_run_jumps": s.dead_run_jumps,
             "flush_dropped_entries": s.flush_dropped_entries,
             "flush_tables_below_l0": s.flush_tables_below_l0,
             "memtable_values_in_log": s.memtable_values_in_log,

@@ -93,11 +93,39 @@ impl Db {
             .map(|c| c.id)
             .ok_or_else(|| Error::ColumnFamilyNotFound(name.into()))?;
         let r = st.manifest.log_and_apply(vec![Edit::DropCf { id }]);
+        self.inner.dead_runs.forget(id);
         self.inner.after_manifest(&mut st, r)
     }
 }
 
 impl DbInner {
+    /// A read's part in family `cf`'s dead runs (`read/dead_runs.rs`), for an iterator
+    /// starting at `lo`, registered if it may record one (invariant D1, rule 2): called
+    /// before the read takes its super-version, or with the super-version it took
+    /// (`pinned`), which must still be the current one after the registration — then every
+    /// commit that touched before the registration is in it. `None` with
+    /// `DbBuilder::dead_runs` off.
+    pub(crate) fn dead_source(
+        &self,
+        cf: u32,
+        lo: &std::ops::Bound<Vec<u8>>,
+        pinned: Option<&Arc<SuperVersion>>,
+    ) -> Option<crate::read::DeadSource> {
+        use std::ops::Bound;
+        if !self.opts.dead_runs {
+            return None;
+        }
+        let runs = self.dead_runs.family(cf);
+        let ticket = match lo {
+            Bound::Included(k) => runs.register(k),
+            Bound::Unbounded => runs.register(&[]),
+            // Never recorded from (rule 3).
+            Bound::Excluded(_) => None,
+        }
+        .filter(|_| pinned.is_none_or(|sv| Arc::ptr_eq(sv, &self.super_version())));
+        Some(crate::read::DeadSource { runs, ticket })
+    }
+
     /// Whether column family `cf` is in the manifest's current state (not dropped).
     pub(crate) fn cf_exists(&self, cf: u32) -> bool {
         self.state.lock().manifest.state().cfs.contains_key(&cf)

@@ -300,6 +300,9 @@ pub(crate) struct DbInner {
     pub(crate) log_pins: Mutex<BTreeMap<(u64, u64), Option<Seqno>>>,
     /// The number of the next live pin in `log_pins` (from 1).
     pub(crate) next_pin: std::sync::atomic::AtomicU64,
+    /// Key ranges reads found dead, to seek past (`read/dead_runs.rs`); commits touch it
+    /// (invariant D1).
+    pub(crate) dead_runs: Arc<crate::read::DeadRunTable>,
 }
 
 impl Db {

@@ -298,6 +298,7 @@ impl DbInner {
             next_txn_id: AtomicU64::new(1),
             log_pins: Mutex::new(BTreeMap::new()),
             next_pin: AtomicU64::new(1),
+            dead_runs: Arc::default(),
             memtable_chunks,
             opts,
         })

@@ -22,7 +22,11 @@ impl View {
         }
     }
 
-    fn source(self, cf: u32) -> Source {
+    /// The source of an iterator starting at `lo` (`Some`), or of a cursor.
+    fn source(self, cf: u32, lo: Option<&std::ops::Bound<Vec<u8>>>) -> Source {
+        // Registered before the super-version is taken, or while the one taken is current
+        // (invariant D1, rule 2).
+        let dead = lo.and_then(|lo| self.inner.dead_source(cf, lo, self.sv.as_ref()));
         let sv = self.sv.unwrap_or_else(|| self.inner.super_version());
         let inner = self.inner;
         let now = Arc::new(crate::clock::ReadTime::new(inner.opts.clock.clone()));
@@ -30,14 +34,15 @@ impl View {
         Source::new(sv, cf, self.seqno, now, || inner.cf_not_found(cf))
             .with_merge(merge)
             .with_l0_scan(inner.opts.l0_scan_compaction_ratio > 0.0)
+            .with_dead_runs(dead)
     }
 
     fn iter(self, cf: u32, bounds: Bounds) -> Iter {
-        Iter::new(self.source(cf), bounds)
+        Iter::new(self.source(cf, Some(&bounds.lo)), bounds)
     }
 
     fn cursor(self, cf: u32) -> Cursor {
-        Cursor::new(self.source(cf))
+        Cursor::new(self.source(cf, None))
     }
 }
 

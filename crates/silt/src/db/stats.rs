@@ -123,6 +123,11 @@ pub struct Stats {
     /// Memtables flushed before they were full because a read step passed over
     /// `DbBuilder::memtable_scan_flush_trigger` of their entries.
     pub scan_flushes: u64,
+    /// Dead runs recorded: key ranges an iterator found to hold no live key
+    /// (`DbBuilder::dead_runs`).
+    pub dead_run_records: u64,
+    /// Iterators that seeked past a dead run instead of walking it.
+    pub dead_run_jumps: u64,
     /// Entries flushes left out of their tables because no reader could see them: a single
     /// delete with the put it deletes, and versions overwritten within a snapshot stripe.
     pub flush_dropped_entries: u64,
@@ -182,6 +187,8 @@ impl Stats {
             tombstone_compactions,
             scan_compactions,
             scan_flushes,
+            dead_run_records,
+            dead_run_jumps,
             flush_dropped_entries,
             flush_tables_below_l0,
             memtable_values_in_log,
@@ -221,6 +228,8 @@ impl Stats {
             ("tombstone_compactions", tombstone_compactions),
             ("scan_compactions", scan_compactions),
             ("scan_flushes", scan_flushes),
+            ("dead_run_records", dead_run_records),
+            ("dead_run_jumps", dead_run_jumps),
             ("flush_dropped_entries", flush_dropped_entries),
             ("flush_tables_below_l0", flush_tables_below_l0),
             ("memtable_values_in_log", memtable_values_in_log),
@@ -495,6 +504,8 @@ impl DbInner {
             tombstone_compactions: c.tombstone_compactions.load(SeqCst),
             scan_compactions: c.scan_compactions.load(SeqCst),
             scan_flushes: c.scan_flushes.load(SeqCst),
+            dead_run_records: self.dead_runs.records.load(SeqCst),
+            dead_run_jumps: self.dead_runs.jumps.load(SeqCst),
             flush_dropped_entries: c.flush_dropped_entries.load(SeqCst),
             flush_tables_below_l0: c.flush_tables_below_l0.load(SeqCst),
             memtable_values_in_log: c.memtable_values_in_log.load(SeqCst),

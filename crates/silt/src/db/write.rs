@@ -404,6 +404,12 @@ impl DbInner {
                     .fetch_add(in_place, SeqCst);
             }
         }
+        // Invariant D1, rule 1 (`read/dead_runs.rs`): in the memtable, not yet visible.
+        self.dead_runs.touch(
+            entries
+                .iter()
+                .map(|e| (e.cf, e.key, e.kind.carries_value())),
+        );
         w.set_applied();
         if let Err(e) = appended.wait() {
             // W2: never complete, so `visible` never passes entries that were applied but

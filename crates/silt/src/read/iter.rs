@@ -5,6 +5,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use super::dead_runs::{self, DeadRuns, Jump, Ticket};
 use super::overlay::{Overlay, OverlayIter, ScanLog, ScanRange, OVERLAY_SEQNO};
 use super::Bounds;
 use crate::clock::ReadTime;
@@ -33,6 +34,18 @@ pub(crate) struct Source {
     pub(crate) merge: Option<Arc<dyn MergeOperator>>,
     /// Count the level-0 entries reads pass over (`DbBuilder::l0_scan_compaction_ratio`).
     pub(crate) l0_scan: bool,
+    /// The family's dead runs, and this read's registration, taken before `sv`
+    /// (`read/dead_runs.rs`, invariant D1 rule 2); `None`: the read neither seeks past nor
+    /// records runs.
+    pub(crate) dead: Option<DeadSource>,
+}
+
+/// A read's part in its family's dead runs (`read/dead_runs.rs`).
+pub(crate) struct DeadSource {
+    pub(crate) runs: Arc<DeadRuns>,
+    /// Registered from the read's start (`None` while the family is not armed: the read
+    /// may seek past runs and arm the family, but records none).
+    pub(crate) ticket: Option<Ticket>,
 }
 
 impl Source {
@@ -56,7 +69,15 @@ impl Source {
             now,
             merge: None,
             l0_scan: false,
+            dead: None,
         }
+    }
+
+    /// This source seeking past, and recording, dead runs of its family; `dead` was made
+    /// before the super-version was taken.
+    pub(crate) fn with_dead_runs(mut self, dead: Option<DeadSource>) -> Source {
+        self.dead = dead;
+        self
     }
 
     /// This source counting the level-0 entries its reads pass over, for the compaction
@@ -129,6 +150,8 @@ impl Source {
                 }
                 _ => None,
             },
+            overlay: self.overlay.is_some(),
+            watch: None,
         })
     }
 
@@ -245,6 +268,19 @@ pub(crate) struct Walker {
     /// The family's level-0 tables as merged children, and the entries of them the current
     /// step has passed over; `None` without level 0 or with the trigger off.
     l0: Option<L0Scan>,
+    /// Whether the merged cursor's first child is a transaction's own writes.
+    overlay: bool,
+    /// What a step passes over, watched for a dead run (`read/dead_runs.rs`).
+    watch: Option<Watch>,
+}
+
+/// What a walk's step passed over before the pair it found: how many entries, and whether
+/// any of them keeps the keys it passed from being recorded as a dead run (invariant D1,
+/// rules 2 and 3, `read/dead_runs.rs`).
+#[derive(Default)]
+struct Watch {
+    passed: u64,
+    uncertain: bool,
 }
 
 /// A walk's count of the entries of each level-0 table it passes over, added to the tables'
@@ -401,6 +437,13 @@ impl Walker {
                 if !std::mem::take(&mut returned) {
                     self.count_step();
                 }
+                if let Some(w) = &mut self.watch {
+                    w.passed += 1;
+                    // A value or operand written from the read's seqno on (rule 2), or a
+                    // transaction's own write (rule 3).
+                    w.uncertain |= (!visible(p.seqno, self.snapshot) && p.kind.carries_value())
+                        || (self.overlay && self.m.current_child() == Some(0));
+                }
                 self.m.next();
                 continue;
             }
@@ -435,6 +478,12 @@ impl Walker {
             // A tombstone, or a value that has expired: its key's older entries are passed
             // over.
             self.count_step();
+            if let Some(w) = &mut self.watch {
+                w.passed += 1;
+                // Dead by the clock, or by the transaction's own delete (rule 3).
+                w.uncertain |=
+                    p.kind.is_value() || (self.overlay && self.m.current_child() == Some(0));
+            }
             self.skip.clear();
             self.skip.extend_from_slice(p.user_key);
             passing = 2;
@@ -685,20 +734,76 @@ impl Iter {
     fn step_front(&mut self) -> Result<bool> {
         if self.front.is_none() {
             let mut w = self.source.walker()?;
-            match &self.bounds.lo {
-                Bound::Included(k) | Bound::Excluded(k) => w.seek_first_of(k),
-                Bound::Unbounded => w.m.seek_to_first(),
+            let jump = self.dead_jump();
+            match (&jump, &self.bounds.lo) {
+                (Some(j), _) => w.seek_first_of(&j.end),
+                (None, Bound::Included(k) | Bound::Excluded(k)) => w.seek_first_of(k),
+                (None, Bound::Unbounded) => w.m.seek_to_first(),
             }
-            let skip = match &self.bounds.lo {
-                Bound::Excluded(k) => Skip::Key(k),
+            let skip = match (&jump, &self.bounds.lo) {
+                (None, Bound::Excluded(k)) => Skip::Key(k),
                 _ => Skip::Nothing,
             };
+            if self.source.dead.is_some() {
+                w.watch = Some(Watch::default());
+            }
             let r = w.forward(skip, &self.bounds);
+            if let Some(watch) = w.watch.take() {
+                if matches!(r, Ok(true)) {
+                    self.after_first_step(&watch, w.key(), jump.as_ref());
+                }
+            }
             self.front = Some(w);
             return r;
         }
         let w = self.front.as_mut().ok_or(Error::Closed)?;
         w.forward(Skip::Current, &self.bounds)
+    }
+
+    /// The dead run the front's first step may seek past: one holding the range's start,
+    /// recorded at or below the read's seqno, with none of the transaction's own writes in
+    /// it (they are not in the run's reckoning).
+    fn dead_jump(&self) -> Option<Jump> {
+        let dead = self.source.dead.as_ref()?;
+        let start = self.bounds.lo_key().unwrap_or(&[]);
+        let j = dead.runs.lookup(start, self.source.snapshot)?;
+        if let Some(ov) = &self.source.overlay {
+            if ov.has_key_in(start, &j.end) {
+                return None;
+            }
+        }
+        Some(j)
+    }
+
+    /// After the front's first step found a live pair at `found`, having passed over what
+    /// `watch` counted (after seeking past `jump`, if it did): arms the family if that was
+    /// much, and records the run from the range's start to `found` if it may (invariant D1,
+    /// `read/dead_runs.rs`).
+    fn after_first_step(&self, watch: &Watch, found: &[u8], jump: Option<&Jump>) {
+        let Some(dead) = &self.source.dead else {
+            return;
+        };
+        if watch.passed >= dead_runs::ARM_AFTER {
+            dead.runs.arm();
+        }
+        let worth = match jump {
+            // Extending a run keeps it up to date: the head moved since it was recorded.
+            Some(_) => watch.passed > 0,
+            None => watch.passed >= dead_runs::RECORD_AFTER,
+        };
+        let (Some(ticket), false) = (&dead.ticket, watch.uncertain) else {
+            return;
+        };
+        // Rule 3: from an excluded bound the walk never looked at the bound's own key.
+        let start: &[u8] = match &self.bounds.lo {
+            Bound::Included(k) => k,
+            Bound::Unbounded => &[],
+            Bound::Excluded(_) => return,
+        };
+        if worth {
+            dead.runs
+                .record(ticket, start, found, self.source.snapshot, jump);
+        }
     }
 
     fn step_back(&mut self) -> Result<bool> {

@@ -21,12 +21,14 @@ use crate::error::Result;
 use crate::key::{self, KIND_SEEK, MAX_SEQNO};
 
 mod cursor;
+mod dead_runs;
 mod iter;
 mod overlay;
 
 pub use cursor::{Cursor, Entry, EntryRef};
+pub(crate) use dead_runs::DeadRunTable;
 pub use iter::Iter;
-pub(crate) use iter::{merged, parse, Source};
+pub(crate) use iter::{merged, parse, DeadSource, Source};
 pub(crate) use overlay::{Overlay, ScanLog, ScanRange};
 
 /// A key range with owned bounds.

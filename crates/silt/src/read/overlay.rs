@@ -56,6 +56,17 @@ impl Overlay {
     pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+
+    /// Whether an entry's user key lies in `lo..hi`.
+    pub(crate) fn has_key_in(&self, lo: &[u8], hi: &[u8]) -> bool {
+        let i = self
+            .entries
+            .partition_point(|(k, _)| key::parse(k).is_some_and(|p| p.user_key < lo));
+        self.entries
+            .get(i)
+            .and_then(|(k, _)| key::parse(k))
+            .is_some_and(|p| p.user_key < hi)
+    }
 }
 
 /// A cursor over an [`Overlay`].

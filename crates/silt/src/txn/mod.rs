@@ -486,7 +486,11 @@ impl Txn {
     /// The source of an iterator or cursor over `bounds` of `cf`: the read view, the
     /// transaction's own writes in range, and (`Serializable`) the record of what it
     /// covers, after a pessimistic range lock.
-    fn source(&self, cf: u32, bounds: &Bounds) -> Source {
+    fn source(&self, cf: u32, bounds: &Bounds, iter: bool) -> Source {
+        // Registered before the super-version is taken (invariant D1, rule 2).
+        let dead = iter
+            .then(|| self.inner().dead_source(cf, &bounds.lo, None))
+            .flatten();
         let (sv, seqno) = self.view();
         let inner = self.inner().clone();
         let now = Arc::new(crate::clock::ReadTime::new(inner.opts.clock.clone()));
@@ -494,7 +498,8 @@ impl Txn {
         let l0_scan = inner.opts.l0_scan_compaction_ratio > 0.0;
         let src = Source::new(sv, cf, seqno, now, move || inner.cf_not_found(cf))
             .with_merge(merge)
-            .with_l0_scan(l0_scan);
+            .with_l0_scan(l0_scan)
+            .with_dead_runs(dead);
         if let Err(e) = self.check_active() {
             return src.failing(e);
         }
@@ -521,12 +526,12 @@ impl Txn {
     }
 
     fn iter_in(&self, cf: u32, bounds: Bounds) -> Iter {
-        Iter::new(self.source(cf, &bounds), bounds)
+        Iter::new(self.source(cf, &bounds, true), bounds)
     }
 
     fn cursor_in(&self, cf: u32) -> Cursor {
         let all = Bounds::from_range::<&[u8], _>(..);
-        Cursor::new(self.source(cf, &all))
+        Cursor::new(self.source(cf, &all, false))
     }
 
     /// Every pair of the default column family with its own writes merged in, in key

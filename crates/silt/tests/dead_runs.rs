@@ -1,0 +1,306 @@
+//! Dead runs (`read/dead_runs.rs`, `DbBuilder::dead_runs`): an iterator that walked a range
+//! of deleted keys records it, and a later one starting there seeks past it. These tests
+//! check that a read never differs from one that walks (invariant D1): a value written into
+//! a run, a transaction's own write, an older snapshot and a merge operand are all seen;
+//! and, from concurrent writers, that every iterator agrees with a cursor (which never uses
+//! runs) at the same snapshot.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use silt::{Db, Read, TxnOptions};
+
+fn open(dir: &std::path::Path) -> Db {
+    Db::builder(dir)
+        // Keep the walks in the memtable, as a queue's are between flushes.
+        .memtable_scan_flush_trigger(0)
+        .stats_dump_period(None)
+        .open()
+        .unwrap()
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("q{i:06}").into_bytes()
+}
+
+/// The first pair of the range from `key(from)`, by an iterator.
+fn head(r: &impl Read, from: u32) -> Option<Vec<u8>> {
+    r.range(key(from)..).next().map(|p| p.unwrap().0)
+}
+
+/// The same by a cursor, which never seeks past a run.
+fn head_by_cursor(r: &impl Read, from: u32) -> Option<Vec<u8>> {
+    let mut c = r.cursor();
+    c.seek(&key(from)).unwrap();
+    c.key().map(<[u8]>::to_vec)
+}
+
+/// `n` rows, the first `dead` of them deleted.
+fn queue(db: &Db, n: u32, dead: u32) {
+    for i in 0..n {
+        db.put(&key(i), b"row").unwrap();
+    }
+    for i in 0..dead {
+        db.delete(&key(i)).unwrap();
+    }
+}
+
+#[test]
+fn a_second_read_of_a_queue_head_seeks_past_the_deletes_the_first_walked() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    queue(&db, 1000, 500);
+    // The first read arms the family, the second records, the third seeks past.
+    for _ in 0..3 {
+        assert_eq!(head(&db, 0), Some(key(500)));
+    }
+    let s = db.stats();
+    assert!(s.dead_run_records >= 1, "{s:?}");
+    assert!(s.dead_run_jumps >= 1, "{s:?}");
+    // The head moves on: the read seeks past the run, walks the new deletes, and extends it.
+    for i in 500..510 {
+        db.delete(&key(i)).unwrap();
+        assert_eq!(head(&db, 0), Some(key(i + 1)));
+    }
+    // A read starting inside the run, and one past it, are the same as a walk.
+    assert_eq!(head(&db, 250), Some(key(510)));
+    assert_eq!(head(&db, 700), Some(key(700)));
+    assert_eq!(head_by_cursor(&db, 0), Some(key(510)));
+}
+
+#[test]
+fn a_value_written_into_a_run_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    queue(&db, 1000, 500);
+    for _ in 0..3 {
+        assert_eq!(head(&db, 0), Some(key(500)));
+    }
+    assert!(db.stats().dead_run_records >= 1);
+    db.put(&key(123), b"back").unwrap();
+    assert_eq!(head(&db, 0), Some(key(123)));
+    assert_eq!(head(&db, 124), Some(key(500)));
+    // Deleted again: dead again, and found dead.
+    db.delete(&key(123)).unwrap();
+    for _ in 0..3 {
+        assert_eq!(head(&db, 0), Some(key(500)));
+    }
+    // A batch, a transaction and a value with a time to live are writes like any other.
+    let mut b = silt::WriteBatch::new();
+    b.put(&key(7), b"batch");
+    db.write(b, silt::WriteOptions::default()).unwrap();
+    assert_eq!(head(&db, 0), Some(key(7)));
+    db.delete(&key(7)).unwrap();
+    for _ in 0..3 {
+        assert_eq!(head(&db, 0), Some(key(500)));
+    }
+    let mut t = db.begin(TxnOptions::default());
+    t.put(&key(9), b"txn").unwrap();
+    t.commit().unwrap();
+    assert_eq!(head(&db, 0), Some(key(9)));
+    db.delete(&key(9)).unwrap();
+    for _ in 0..3 {
+        assert_eq!(head(&db, 0), Some(key(500)));
+    }
+    let mut b = silt::WriteBatch::new();
+    b.put_with_ttl(&key(11), b"ttl", Duration::from_secs(3600));
+    db.write(b, silt::WriteOptions::default()).unwrap();
+    assert_eq!(head(&db, 0), Some(key(11)));
+}
+
+#[test]
+fn an_older_snapshot_and_a_transactions_own_writes_are_read_through_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    queue(&db, 1000, 400);
+    let old = db.snapshot();
+    for i in 400..500 {
+        db.delete(&key(i)).unwrap();
+    }
+    for _ in 0..3 {
+        assert_eq!(head(&db, 0), Some(key(500)));
+    }
+    assert!(db.stats().dead_run_jumps >= 1);
+    // Recorded after the snapshot: the snapshot still sees the rows deleted since.
+    assert_eq!(head(&old, 0), Some(key(400)));
+    // A transaction's own write inside the run, and its own delete of the head.
+    let mut t = db.begin(TxnOptions::default());
+    t.put(&key(42), b"mine").unwrap();
+    assert_eq!(
+        t.range(key(0)..).next().map(|p| p.unwrap().0),
+        Some(key(42))
+    );
+    t.delete(&key(42)).unwrap();
+    t.delete(&key(500)).unwrap();
+    assert_eq!(
+        t.range(key(0)..).next().map(|p| p.unwrap().0),
+        Some(key(501))
+    );
+    t.rollback();
+    // Nothing the transaction did is in the runs.
+    assert_eq!(head(&db, 0), Some(key(500)));
+}
+
+#[test]
+fn a_walk_at_a_snapshot_records_nothing_over_a_value_written_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    queue(&db, 1000, 500);
+    // Armed: the next walks register, and may record.
+    assert_eq!(head(&db, 0), Some(key(500)));
+    let snap = db.snapshot();
+    db.put(&key(123), b"back").unwrap();
+    // The walk at the snapshot passes over the new value (invisible to it): all it saw was
+    // dead, but the range is not dead for later reads.
+    assert_eq!(head(&snap, 0), Some(key(500)));
+    assert_eq!(head(&db, 0), Some(key(123)));
+    assert_eq!(head(&db, 0), Some(key(123)));
+}
+
+#[test]
+fn a_merge_operand_written_into_a_run_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::builder(dir.path())
+        .memtable_scan_flush_trigger(0)
+        .stats_dump_period(None)
+        .merge_operator(Arc::new(silt::Append::default()))
+        .open()
+        .unwrap();
+    queue(&db, 1000, 500);
+    for _ in 0..3 {
+        assert_eq!(head(&db, 0), Some(key(500)));
+    }
+    assert!(db.stats().dead_run_records >= 1);
+    db.merge(&key(77), b"m").unwrap();
+    assert_eq!(head(&db, 0), Some(key(77)));
+}
+
+#[test]
+fn runs_survive_flushes_and_compactions_and_reads_agree_with_a_walk() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    queue(&db, 3000, 1000);
+    for _ in 0..3 {
+        assert_eq!(head(&db, 0), Some(key(1000)));
+    }
+    db.flush().unwrap();
+    assert_eq!(head(&db, 0), Some(key(1000)));
+    for i in 1000..2000 {
+        db.delete(&key(i)).unwrap();
+    }
+    db.compact_range::<&[u8], _>(..).unwrap();
+    for _ in 0..3 {
+        assert_eq!(head(&db, 0), Some(key(2000)));
+        assert_eq!(head(&db, 1500), Some(key(2000)));
+    }
+    db.put(&key(1999), b"back").unwrap();
+    assert_eq!(head(&db, 0), Some(key(1999)));
+    assert_eq!(head_by_cursor(&db, 0), Some(key(1999)));
+}
+
+#[test]
+fn turned_off_nothing_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::builder(dir.path())
+        .memtable_scan_flush_trigger(0)
+        .dead_runs(false)
+        .stats_dump_period(None)
+        .open()
+        .unwrap();
+    queue(&db, 1000, 500);
+    for _ in 0..5 {
+        assert_eq!(head(&db, 0), Some(key(500)));
+    }
+    let s = db.stats();
+    assert_eq!((s.dead_run_records, s.dead_run_jumps), (0, 0));
+}
+
+/// A queue written from two threads — rows appended at the tail, deleted at the head, and
+/// deleted rows written again (each written value could break invariant D1 if a run missed
+/// it) — while two readers take snapshots and compare an iterator's head (which seeks past
+/// runs) with a cursor's (which walks) at the same snapshot.
+#[test]
+fn from_concurrent_writers_every_iterator_agrees_with_a_walk() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(
+        Db::builder(dir.path())
+            .memtable_scan_flush_trigger(0)
+            .memtable_bytes(256 << 10)
+            .stats_dump_period(None)
+            .open()
+            .unwrap(),
+    );
+    queue(&db, 2000, 200);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    // The queue: a tail writer, a head deleter.
+    {
+        let (db, stop) = (db.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut i = 2000u32;
+            while !stop.load(SeqCst) {
+                db.put(&key(i), b"row").unwrap();
+                i += 1;
+            }
+        }));
+    }
+    {
+        let (db, stop) = (db.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut head = 200u32;
+            let mut revived = 0u32;
+            while !stop.load(SeqCst) {
+                db.delete(&key(head)).unwrap();
+                head += 1;
+                // Now and then a deleted row comes back for a moment, deep in the dead
+                // range where runs are.
+                if head % 7 == 0 {
+                    let k = key(head / 3 + revived % 50);
+                    revived += 1;
+                    db.put(&k, b"again").unwrap();
+                    std::thread::yield_now();
+                    db.delete(&k).unwrap();
+                }
+            }
+        }));
+    }
+    let mut readers = Vec::new();
+    let done = Arc::new(AtomicU64::new(0));
+    for r in 0..2u32 {
+        let (db, stop, done) = (db.clone(), stop.clone(), done.clone());
+        readers.push(std::thread::spawn(move || {
+            let mut checks = 0u64;
+            while !stop.load(SeqCst) {
+                let snap = db.snapshot();
+                let from = if checks % 3 == 0 { 0 } else { r * 17 };
+                let by_iter = head(&snap, from);
+                let by_cursor = head_by_cursor(&snap, from);
+                assert_eq!(by_iter, by_cursor, "check {checks}");
+                checks += 1;
+                done.fetch_add(1, SeqCst);
+            }
+            checks
+        }));
+    }
+    // Until the readers made enough checks with the runs in use (else this test checks
+    // nothing), however slow the machine.
+    let start = Instant::now();
+    let used = loop {
+        let s = db.stats();
+        if done.load(SeqCst) >= 20_000 && s.dead_run_jumps >= 1000 && s.dead_run_records >= 1000 {
+            break true;
+        }
+        if start.elapsed() > Duration::from_secs(120) || readers.iter().any(|t| t.is_finished()) {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    stop.store(true, SeqCst);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let checks: u64 = readers.into_iter().map(|t| t.join().unwrap()).sum();
+    let s = db.stats();
+    assert!(used, "{checks} checks; {s:?}");
+}
