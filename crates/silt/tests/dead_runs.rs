@@ -158,6 +158,37 @@ fn a_walk_at_a_snapshot_records_nothing_over_a_value_written_since() {
     assert_eq!(head(&db, 0), Some(key(123)));
 }
 
+/// A put and its delete that a flush dropped together (no snapshot between them) are gone
+/// from later super-versions, but an iterator that pinned an earlier one still reads the
+/// put; a run recorded on a later super-version must not hide it from that iterator.
+#[test]
+fn an_iterator_on_an_earlier_super_version_reads_what_a_flush_dropped_since() {
+    for single in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open(dir.path());
+        queue(&db, 1000, 500);
+        assert_eq!(head(&db, 0), Some(key(500)), "arms the family");
+        let snap = db.snapshot();
+        let back = [key(250), b"x".to_vec()].concat();
+        db.put(&back, b"back").unwrap();
+        let mut pinned = db.range(key(0)..);
+        if single {
+            db.single_delete(&back).unwrap();
+        } else {
+            db.delete(&back).unwrap();
+        }
+        db.flush().unwrap();
+        // Records [q000000, q000500) at the snapshot, on the flushed super-version.
+        assert_eq!(head(&snap, 0), Some(key(500)));
+        assert_eq!(head(&snap, 0), Some(key(500)));
+        assert_eq!(
+            pinned.next().map(|p| p.unwrap().0),
+            Some(back.clone()),
+            "single delete: {single}"
+        );
+    }
+}
+
 #[test]
 fn a_merge_operand_written_into_a_run_is_read() {
     let dir = tempfile::tempdir().unwrap();

@@ -93,7 +93,6 @@ impl Db {
             .map(|c| c.id)
             .ok_or_else(|| Error::ColumnFamilyNotFound(name.into()))?;
         let r = st.manifest.log_and_apply(vec![Edit::DropCf { id }]);
-        self.inner.dead_runs.forget(id);
         self.inner.after_manifest(&mut st, r)
     }
 }

@@ -10,11 +10,16 @@
 //! started to the live key it found — with the seqno it read at; a later read at or above
 //! that seqno that starts inside the run seeks to `end`.
 //!
-//! **Invariant D1.** A run `[start, end)` recorded from seqno `s` holds no live key for any
-//! read at a seqno `>= s`: none at `s` (the walk saw to that), and no entry that could make
-//! one live (a value or a merge operand: [`Kind::carries_value`]) was written into it
-//! since. Deletes only keep it dead; flushes and compactions do not change what a read
-//! sees. It is kept by three rules:
+//! **Invariant D1.** A run `[start, end)` recorded from seqno `s` on super-version
+//! generation `g` holds no live key for any read at a seqno `>= s` on a super-version of
+//! generation `>= g`: none at `s` (the walk saw to that), and no entry that could make one
+//! live (a value or a merge operand: `Kind::carries_value`) was written into it since.
+//! Deletes only keep it dead, and a later super-version holds what the recording one held,
+//! less what flushes and compactions dropped. An earlier one may hold more: a put and the
+//! delete of it that a flush dropped together (no snapshot between them), or a value a
+//! compaction filter removed since, is still there for an iterator that pinned it, and its
+//! seqno may see the put — so a read on an earlier super-version never seeks past a run.
+//! It is kept by three rules:
 //!
 //! 1. Every commit calls [`DeadRunTable::touch`] with its entries after inserting them into
 //!    the memtable and before it is visible (`db/write.rs`, between steps 5 and 6): a value
@@ -52,10 +57,13 @@ pub(crate) const ARM_AFTER: u64 = 64;
 /// Entries a walk's first step must pass over for its run to be worth recording.
 pub(crate) const RECORD_AFTER: u64 = 16;
 
-/// The dead runs of every column family of a database, made on demand.
+/// The dead runs of every column family of a database, made on demand. A dropped family's
+/// stay (family ids are never reused; at most [`MAX_RUNS`] runs each): removing them while
+/// its last commits and reads finish would need its own ordering argument.
 #[derive(Default)]
 pub(crate) struct DeadRunTable {
-    /// Whether any family is armed: commits look no further while none is.
+    /// Whether any family is armed: commits look no further while none is. Set before
+    /// the family's own flag, so no read registers while commits still look no further.
     any: AtomicBool,
     families: RwLock<HashMap<u32, Arc<DeadRuns>>>,
     /// Runs recorded, and reads that seeked past one (`Stats::dead_run_records`, `..._jumps`).
@@ -108,11 +116,6 @@ impl DeadRunTable {
             }
         }
     }
-
-    /// Forgets family `cf` (dropped).
-    pub(crate) fn forget(&self, cf: u32) {
-        self.families.write().remove(&cf);
-    }
 }
 
 /// One column family's dead runs and the reads registered to record one.
@@ -135,8 +138,10 @@ struct State {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Run {
     end: Vec<u8>,
-    /// The seqno it was recorded from: reads at or above it may seek past it.
+    /// The seqno and super-version generation it was recorded from: reads at or above
+    /// both may seek past it.
     from: Seqno,
+    generation: u64,
 }
 
 struct Registration {
@@ -171,6 +176,7 @@ pub(crate) struct Jump {
     start: Vec<u8>,
     pub(crate) end: Vec<u8>,
     from: Seqno,
+    generation: u64,
 }
 
 /// A read's registration (rule 2 of invariant D1); dropped, it is withdrawn.
@@ -196,11 +202,13 @@ impl DeadRuns {
 
     /// Arms the family: a walk passed over [`ARM_AFTER`] entries in it.
     pub(crate) fn arm(&self) {
-        if !self.armed.swap(true, SeqCst) {
-            if let Some(t) = self.table.upgrade() {
-                t.any.store(true, SeqCst);
-            }
+        if self.armed() {
+            return;
         }
+        if let Some(t) = self.table.upgrade() {
+            t.any.store(true, SeqCst);
+        }
+        self.armed.store(true, SeqCst);
     }
 
     /// Registers a read that starts at `start`, before it takes its super-version (rule 2
@@ -223,8 +231,9 @@ impl DeadRuns {
         })
     }
 
-    /// The run holding `key` that a read at `seqno` may seek past, if there is one.
-    pub(crate) fn lookup(&self, key: &[u8], seqno: Seqno) -> Option<Jump> {
+    /// The run holding `key` that a read at `seqno` on a super-version of `generation`
+    /// may seek past, if there is one.
+    pub(crate) fn lookup(&self, key: &[u8], seqno: Seqno, generation: u64) -> Option<Jump> {
         if !self.armed() {
             return None;
         }
@@ -233,28 +242,34 @@ impl DeadRuns {
             .runs
             .range::<[u8], _>((Unbounded, Included(key)))
             .next_back()?;
-        (key < run.end.as_slice() && run.from <= seqno).then(|| {
-            if let Some(t) = self.table.upgrade() {
-                t.jumps.fetch_add(1, Relaxed);
-            }
+        (key < run.end.as_slice() && run.from <= seqno && run.generation <= generation).then(|| {
             Jump {
                 start: start.clone(),
                 end: run.end.clone(),
                 from: run.from,
+                generation: run.generation,
             }
         })
     }
 
-    /// Records that `[start, end)` held no live key at `seqno`, as walked by the read that
-    /// registered `ticket` from `start` (after seeking past `via`, if it did). Nothing is
-    /// recorded if a commit wrote a value below `end` since the registration. Returns
-    /// whether it recorded.
+    /// Counts a read that seeked past a run (`Stats::dead_run_jumps`).
+    pub(crate) fn count_jump(&self) {
+        if let Some(t) = self.table.upgrade() {
+            t.jumps.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Records that `[start, end)` held no live key at `seqno` on a super-version of
+    /// `generation`, as walked by the read that registered `ticket` from `start` (after
+    /// seeking past `via`, if it did). Nothing is recorded if a commit wrote a value below
+    /// `end` since the registration. Returns whether it recorded.
     pub(crate) fn record(
         &self,
         ticket: &Ticket,
         start: &[u8],
         end: &[u8],
         seqno: Seqno,
+        generation: u64,
         via: Option<&Jump>,
     ) -> bool {
         debug_assert!(std::ptr::eq(ticket.runs.as_ref(), self));
@@ -273,11 +288,14 @@ impl DeadRuns {
         let mut from = seqno;
         if let Some(j) = via {
             // Dead from `j.from` on (D1 for the run it seeked past, unbroken since: a write
-            // into it after the registration would have been noted above).
+            // into it after the registration would have been noted above); the read could
+            // seek past it, so its generation is at or above the run's.
+            debug_assert!(j.generation <= generation);
             from = from.max(j.from);
             let same = Run {
                 end: j.end.clone(),
                 from: j.from,
+                generation: j.generation,
             };
             // The run, still recorded, extends below `start`: keep that part.
             if j.start.as_slice() < start && st.runs.get(&j.start) == Some(&same) {
@@ -301,6 +319,7 @@ impl DeadRuns {
             Run {
                 end: end.to_vec(),
                 from,
+                generation,
             },
         );
         if let Some(t) = self.table.upgrade() {
@@ -325,12 +344,15 @@ mod tests {
         let t = Arc::new(DeadRunTable::default());
         let f = armed(&t);
         let tk = f.register(b"a").unwrap();
-        assert!(f.record(&tk, b"a", b"m", 10, None));
-        assert!(f.lookup(b"a", 9).is_none(), "a read below the seqno walks");
-        assert_eq!(f.lookup(b"a", 10).unwrap().end, b"m");
-        assert_eq!(f.lookup(b"l", 99).unwrap().end, b"m");
-        assert!(f.lookup(b"m", 99).is_none());
-        assert!(f.lookup(b"0", 99).is_none());
+        assert!(f.record(&tk, b"a", b"m", 10, 0, None));
+        assert!(
+            f.lookup(b"a", 9, 0).is_none(),
+            "a read below the seqno walks"
+        );
+        assert_eq!(f.lookup(b"a", 10, 0).unwrap().end, b"m");
+        assert_eq!(f.lookup(b"l", 99, 0).unwrap().end, b"m");
+        assert!(f.lookup(b"m", 99, 0).is_none());
+        assert!(f.lookup(b"0", 99, 0).is_none());
     }
 
     #[test]
@@ -338,15 +360,15 @@ mod tests {
         let t = Arc::new(DeadRunTable::default());
         let f = armed(&t);
         let tk = f.register(b"a").unwrap();
-        assert!(f.record(&tk, b"a", b"m", 10, None));
+        assert!(f.record(&tk, b"a", b"m", 10, 0, None));
         t.touch([(1, &b"c"[..], false)].into_iter());
-        assert!(f.lookup(b"a", 10).is_some());
+        assert!(f.lookup(b"a", 10, 0).is_some());
         t.touch([(2, &b"c"[..], true)].into_iter());
-        assert!(f.lookup(b"a", 10).is_some(), "another family's write");
+        assert!(f.lookup(b"a", 10, 0).is_some(), "another family's write");
         t.touch([(1, &b"z"[..], true)].into_iter());
-        assert!(f.lookup(b"a", 10).is_some(), "a write past the run");
+        assert!(f.lookup(b"a", 10, 0).is_some(), "a write past the run");
         t.touch([(1, &b"c"[..], true)].into_iter());
-        assert!(f.lookup(b"a", 10).is_none());
+        assert!(f.lookup(b"a", 10, 0).is_none());
     }
 
     #[test]
@@ -356,11 +378,17 @@ mod tests {
         let tk = f.register(b"b").unwrap();
         t.touch([(1, &b"a"[..], true)].into_iter());
         t.touch([(1, &b"x"[..], true)].into_iter());
-        assert!(f.record(&tk, b"b", b"m", 10, None), "writes outside [b, m)");
+        assert!(
+            f.record(&tk, b"b", b"m", 10, 0, None),
+            "writes outside [b, m)"
+        );
         let tk = f.register(b"b").unwrap();
         t.touch([(1, &b"k"[..], true)].into_iter());
-        assert!(!f.record(&tk, b"b", b"m", 10, None));
-        assert!(f.record(&tk, b"b", b"k", 10, None), "[b, k) is still dead");
+        assert!(!f.record(&tk, b"b", b"m", 10, 0, None));
+        assert!(
+            f.record(&tk, b"b", b"k", 10, 0, None),
+            "[b, k) is still dead"
+        );
     }
 
     #[test]
@@ -380,20 +408,31 @@ mod tests {
         let t = Arc::new(DeadRunTable::default());
         let f = armed(&t);
         let tk = f.register(b"a").unwrap();
-        assert!(f.record(&tk, b"a", b"f", 10, None));
+        assert!(f.record(&tk, b"a", b"f", 10, 0, None));
         // A read from "c" at 20 seeks past [a, f) and walks on to "k".
         let tk = f.register(b"c").unwrap();
-        let j = f.lookup(b"c", 20).unwrap();
-        assert!(f.record(&tk, b"c", b"k", 20, Some(&j)));
-        assert!(f.lookup(b"a", 19).is_none());
-        assert_eq!(f.lookup(b"a", 20).unwrap().end, b"k");
+        let j = f.lookup(b"c", 20, 0).unwrap();
+        assert!(f.record(&tk, b"c", b"k", 20, 0, Some(&j)));
+        assert!(f.lookup(b"a", 19, 0).is_none());
+        assert_eq!(f.lookup(b"a", 20, 0).unwrap().end, b"k");
         // Had the run been removed meanwhile, only the walked part would be recorded.
         let tk = f.register(b"c").unwrap();
-        let j = f.lookup(b"c", 30).unwrap();
+        let j = f.lookup(b"c", 30, 0).unwrap();
         t.touch([(1, &b"b"[..], true)].into_iter());
-        assert!(f.record(&tk, b"c", b"p", 30, Some(&j)));
-        assert!(f.lookup(b"b", 99).is_none());
-        assert_eq!(f.lookup(b"c", 30).unwrap().end, b"p");
+        assert!(f.record(&tk, b"c", b"p", 30, 0, Some(&j)));
+        assert!(f.lookup(b"b", 99, 0).is_none());
+        assert_eq!(f.lookup(b"c", 30, 0).unwrap().end, b"p");
+    }
+
+    #[test]
+    fn a_read_on_an_older_super_version_does_not_seek_past() {
+        let t = Arc::new(DeadRunTable::default());
+        let f = armed(&t);
+        let tk = f.register(b"a").unwrap();
+        assert!(f.record(&tk, b"a", b"m", 10, 5, None));
+        assert!(f.lookup(b"a", 10, 4).is_none());
+        assert!(f.lookup(b"a", 10, 5).is_some());
+        assert!(f.lookup(b"a", 10, 6).is_some());
     }
 
     #[test]
@@ -404,7 +443,7 @@ mod tests {
             let s = (i * 2).to_be_bytes();
             let e = (i * 2 + 1).to_be_bytes();
             let tk = f.register(&s).unwrap();
-            assert!(f.record(&tk, &s, &e, 1, None));
+            assert!(f.record(&tk, &s, &e, 1, 0, None));
         }
         assert_eq!(f.state.lock().runs.len(), MAX_RUNS);
     }

@@ -753,6 +753,11 @@ impl Iter {
                     self.after_first_step(&watch, w.key(), jump.as_ref());
                 }
             }
+            // Only the first step records: a registration kept longer would only make
+            // commits into the family note their keys in it.
+            if let Some(dead) = &mut self.source.dead {
+                dead.ticket = None;
+            }
             self.front = Some(w);
             return r;
         }
@@ -766,12 +771,15 @@ impl Iter {
     fn dead_jump(&self) -> Option<Jump> {
         let dead = self.source.dead.as_ref()?;
         let start = self.bounds.lo_key().unwrap_or(&[]);
-        let j = dead.runs.lookup(start, self.source.snapshot)?;
+        let j = dead
+            .runs
+            .lookup(start, self.source.snapshot, self.source.sv.generation)?;
         if let Some(ov) = &self.source.overlay {
             if ov.has_key_in(start, &j.end) {
                 return None;
             }
         }
+        dead.runs.count_jump();
         Some(j)
     }
 
@@ -801,8 +809,14 @@ impl Iter {
             Bound::Excluded(_) => return,
         };
         if worth {
-            dead.runs
-                .record(ticket, start, found, self.source.snapshot, jump);
+            dead.runs.record(
+                ticket,
+                start,
+                found,
+                self.source.snapshot,
+                self.source.sv.generation,
+                jump,
+            );
         }
     }
 

@@ -16,6 +16,10 @@ use crate::memtable::Memtable;
 pub(crate) struct SuperVersion {
     pub(crate) mems: Vec<Arc<Memtable>>,
     pub(crate) version: Arc<Version>,
+    /// One more than the one it was made from (0 for an open's first): each is made from
+    /// the current one and installed under the same lock, so a higher generation is a
+    /// later state (`read/dead_runs.rs` relies on it).
+    pub(crate) generation: u64,
 }
 
 impl SuperVersion {
@@ -24,6 +28,7 @@ impl SuperVersion {
         SuperVersion {
             mems: vec![active],
             version,
+            generation: 0,
         }
     }
 
@@ -40,6 +45,7 @@ impl SuperVersion {
         SuperVersion {
             mems,
             version: self.version.clone(),
+            generation: self.generation + 1,
         }
     }
 
@@ -48,6 +54,7 @@ impl SuperVersion {
         SuperVersion {
             mems: self.mems.clone(),
             version,
+            generation: self.generation + 1,
         }
     }
 
@@ -59,7 +66,11 @@ impl SuperVersion {
         );
         let mut mems = self.mems.clone();
         mems.retain(|m| !Arc::ptr_eq(m, mem));
-        SuperVersion { mems, version }
+        SuperVersion {
+            mems,
+            version,
+            generation: self.generation + 1,
+        }
     }
 
     /// The value of `lk`'s key in column family `cf` (of this super-version's version) as
