@@ -90,6 +90,11 @@ impl DeadRunTable {
             .clone()
     }
 
+    /// Family `cf`'s runs, if it has any.
+    pub(crate) fn get(&self, cf: u32) -> Option<Arc<DeadRuns>> {
+        self.families.read().get(&cf).cloned()
+    }
+
     /// Rule 1 of invariant D1: after a commit's entries are in the memtable and before it is
     /// visible, every value or merge operand among them removes the run it falls in and is
     /// noted by the registrations at or below it. `entries` are (family, user key, whether

@@ -32,7 +32,7 @@
 //!   record is not yet in a table (`DbInner::log_pins`, `docs/format/batch.md`).
 
 use std::collections::HashMap;
-use std::ops::RangeBounds;
+use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -861,11 +861,32 @@ impl Txn {
         }
         for r in ranges {
             let since = self.snapshot.max(floor);
-            if let Some(k) = validate::range_changed(sv, r.cf, &r.lo, &r.hi, since, below)? {
+            // A dead run from the range's start, recorded at or below the snapshot and
+            // still there, is a part of it that read as empty then and reads as empty now
+            // (invariant D1: every commit below `below` has applied, and so touched): only
+            // what follows it is checked, without walking its deletes again.
+            let lo = match self.dead_run_from(sv, r.cf, &r.lo) {
+                Some(end) => Bound::Included(end),
+                None => r.lo.clone(),
+            };
+            if let Some(k) = validate::range_changed(sv, r.cf, &lo, &r.hi, since, below)? {
                 return Err(self.conflict(r.cf, &k, ConflictKind::Phantom));
             }
         }
         Ok(())
+    }
+
+    /// The end of the dead run holding the start of a range this transaction scanned, if
+    /// one is recorded at or below its snapshot on `sv` or an earlier super-version
+    /// (`read/dead_runs.rs`).
+    fn dead_run_from(&self, sv: &SuperVersion, cf: u32, lo: &Bound<Vec<u8>>) -> Option<Vec<u8>> {
+        let start = match lo {
+            Bound::Included(k) | Bound::Excluded(k) => k.as_slice(),
+            Bound::Unbounded => &[],
+        };
+        let runs = self.inner().dead_runs.get(cf)?;
+        let j = runs.lookup(start, self.snapshot, sv.generation)?;
+        Some(j.end)
     }
 }
 

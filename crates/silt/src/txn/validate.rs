@@ -17,6 +17,10 @@
 //! snapshot (a single delete's key had no older value), so what the transaction read of it
 //! is still what a commit at this point would read: the answer "unchanged" stays true of
 //! the value, if not of the history.
+//!
+//! The caller starts a range's check after a dead run holding its start, when one recorded
+//! at or below the snapshot is still there (`Txn::check`, `read/dead_runs.rs`): a delete of
+//! a key that was already dead there is then not counted as a change.
 
 use std::ops::Bound;
 
