@@ -114,7 +114,16 @@ impl DbInner {
         if !self.opts.dead_runs {
             return None;
         }
-        let runs = self.dead_runs.family(cf);
+        let table = self.dead_runs.clone();
+        if !table.any_armed() {
+            return Some(crate::read::DeadSource {
+                table,
+                cf,
+                runs: None,
+                ticket: None,
+            });
+        }
+        let runs = table.family(cf);
         let ticket = match lo {
             Bound::Included(k) => runs.register(k),
             Bound::Unbounded => runs.register(&[]),
@@ -122,7 +131,12 @@ impl DbInner {
             Bound::Excluded(_) => None,
         }
         .filter(|_| pinned.is_none_or(|sv| Arc::ptr_eq(sv, &self.super_version())));
-        Some(crate::read::DeadSource { runs, ticket })
+        Some(crate::read::DeadSource {
+            table,
+            cf,
+            runs: Some(runs),
+            ticket,
+        })
     }
 
     /// Whether column family `cf` is in the manifest's current state (not dropped).

@@ -90,6 +90,11 @@ impl DeadRunTable {
             .clone()
     }
 
+    /// Whether any family is armed.
+    pub(crate) fn any_armed(&self) -> bool {
+        self.any.load(SeqCst)
+    }
+
     /// Family `cf`'s runs, if it has any.
     pub(crate) fn get(&self, cf: u32) -> Option<Arc<DeadRuns>> {
         self.families.read().get(&cf).cloned()

@@ -5,7 +5,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::dead_runs::{self, DeadRuns, Jump, Ticket};
+use super::dead_runs::{self, DeadRunTable, DeadRuns, Jump, Ticket};
 use super::overlay::{Overlay, OverlayIter, ScanLog, ScanRange, OVERLAY_SEQNO};
 use super::Bounds;
 use crate::clock::ReadTime;
@@ -42,7 +42,12 @@ pub(crate) struct Source {
 
 /// A read's part in its family's dead runs (`read/dead_runs.rs`).
 pub(crate) struct DeadSource {
-    pub(crate) runs: Arc<DeadRuns>,
+    /// Every family's runs, and which family the read is of: a read that walks far arms it.
+    pub(crate) table: Arc<DeadRunTable>,
+    pub(crate) cf: u32,
+    /// The family's runs; `None` if no family was armed when the read started (the read
+    /// then costs one atomic load: it may arm its family, but neither seeks nor records).
+    pub(crate) runs: Option<Arc<DeadRuns>>,
     /// Registered from the read's start (`None` while the family is not armed: the read
     /// may seek past runs and arm the family, but records none).
     pub(crate) ticket: Option<Ticket>,
@@ -769,17 +774,15 @@ impl Iter {
     /// recorded at or below the read's seqno, with none of the transaction's own writes in
     /// it (they are not in the run's reckoning).
     fn dead_jump(&self) -> Option<Jump> {
-        let dead = self.source.dead.as_ref()?;
+        let runs = self.source.dead.as_ref()?.runs.as_ref()?;
         let start = self.bounds.lo_key().unwrap_or(&[]);
-        let j = dead
-            .runs
-            .lookup(start, self.source.snapshot, self.source.sv.generation)?;
+        let j = runs.lookup(start, self.source.snapshot, self.source.sv.generation)?;
         if let Some(ov) = &self.source.overlay {
             if ov.has_key_in(start, &j.end) {
                 return None;
             }
         }
-        dead.runs.count_jump();
+        runs.count_jump();
         Some(j)
     }
 
@@ -792,14 +795,17 @@ impl Iter {
             return;
         };
         if watch.passed >= dead_runs::ARM_AFTER {
-            dead.runs.arm();
+            match &dead.runs {
+                Some(runs) => runs.arm(),
+                None => dead.table.family(dead.cf).arm(),
+            }
         }
         let worth = match jump {
             // Extending a run keeps it up to date: the head moved since it was recorded.
             Some(_) => watch.passed > 0,
             None => watch.passed >= dead_runs::RECORD_AFTER,
         };
-        let (Some(ticket), false) = (&dead.ticket, watch.uncertain) else {
+        let (Some(runs), Some(ticket), false) = (&dead.runs, &dead.ticket, watch.uncertain) else {
             return;
         };
         // Rule 3: from an excluded bound the walk never looked at the bound's own key.
@@ -809,7 +815,7 @@ impl Iter {
             Bound::Excluded(_) => return,
         };
         if worth {
-            dead.runs.record(
+            runs.record(
                 ticket,
                 start,
                 found,
