@@ -47,8 +47,10 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::key::Seqno;
 
-/// Runs kept per family; past it the one with the smallest start is forgotten.
-const MAX_RUNS: usize = 64;
+/// Runs kept per family; past it the one with the smallest start is forgotten. A queue
+/// per prefix keeps one run each: TPC-C's NEW-ORDER has one per district, 10 a warehouse.
+/// Each run holds two keys, some 100 bytes with the map's node.
+const MAX_RUNS: usize = 1024;
 
 /// Entries a walk's first step must pass over before it arms its family (reads register
 /// from then on, so that later walks can record runs).
@@ -312,10 +314,13 @@ impl DeadRuns {
                 run_start = j.start.clone();
             }
         }
+        // The runs do not overlap, so their ends ascend with their starts: walking back
+        // from `end`, the first that ends at or before `run_start` is the last to look at.
         let overlapping: Vec<Vec<u8>> = st
             .runs
             .range::<[u8], _>((Unbounded, Excluded(end)))
-            .filter(|(_, r)| r.end.as_slice() > run_start.as_slice())
+            .rev()
+            .take_while(|(_, r)| r.end.as_slice() > run_start.as_slice())
             .map(|(s, _)| s.clone())
             .collect();
         for s in overlapping {
@@ -446,10 +451,39 @@ mod tests {
     }
 
     #[test]
+    fn a_record_replaces_the_runs_it_overlaps_and_keeps_the_others() {
+        let t = Arc::new(DeadRunTable::default());
+        let f = armed(&t);
+        for (s, e) in [
+            (&b"a"[..], &b"c"[..]),
+            (b"d", b"f"),
+            (b"g", b"i"),
+            (b"x", b"z"),
+        ] {
+            let tk = f.register(s).unwrap();
+            assert!(f.record(&tk, s, e, 1, 0, None));
+        }
+        let tk = f.register(b"e").unwrap();
+        assert!(f.record(&tk, b"e", b"h", 1, 0, None));
+        let runs: Vec<(Vec<u8>, Vec<u8>)> = f
+            .state
+            .lock()
+            .runs
+            .iter()
+            .map(|(s, r)| (s.clone(), r.end.clone()))
+            .collect();
+        let want: Vec<(Vec<u8>, Vec<u8>)> = [("a", "c"), ("e", "h"), ("x", "z")]
+            .iter()
+            .map(|(s, e)| (s.as_bytes().to_vec(), e.as_bytes().to_vec()))
+            .collect();
+        assert_eq!(runs, want);
+    }
+
+    #[test]
     fn runs_are_bounded() {
         let t = Arc::new(DeadRunTable::default());
         let f = armed(&t);
-        for i in 0..200u32 {
+        for i in 0..(MAX_RUNS as u32 + 100) {
             let s = (i * 2).to_be_bytes();
             let e = (i * 2 + 1).to_be_bytes();
             let tk = f.register(&s).unwrap();
