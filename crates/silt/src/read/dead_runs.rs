@@ -64,10 +64,16 @@ pub(crate) const RECORD_AFTER: u64 = 16;
 /// its last commits and reads finish would need its own ordering argument.
 #[derive(Default)]
 pub(crate) struct DeadRunTable {
+    shared: Arc<Shared>,
+    families: RwLock<HashMap<u32, Arc<DeadRuns>>>,
+}
+
+/// What every family's runs share with the table.
+#[derive(Default)]
+pub(crate) struct Shared {
     /// Whether any family is armed: commits look no further while none is. Set before
     /// the family's own flag, so no read registers while commits still look no further.
     any: AtomicBool,
-    families: RwLock<HashMap<u32, Arc<DeadRuns>>>,
     /// Runs recorded, and reads that seeked past one (`Stats::dead_run_records`, `..._jumps`).
     pub(crate) records: AtomicU64,
     pub(crate) jumps: AtomicU64,
@@ -75,7 +81,7 @@ pub(crate) struct DeadRunTable {
 
 impl DeadRunTable {
     /// Family `cf`'s runs, made if it has none yet.
-    pub(crate) fn family(self: &Arc<Self>, cf: u32) -> Arc<DeadRuns> {
+    pub(crate) fn family(&self, cf: u32) -> Arc<DeadRuns> {
         if let Some(f) = self.families.read().get(&cf) {
             return f.clone();
         }
@@ -84,7 +90,7 @@ impl DeadRunTable {
             .entry(cf)
             .or_insert_with(|| {
                 Arc::new(DeadRuns {
-                    table: Arc::downgrade(self),
+                    shared: self.shared.clone(),
                     armed: AtomicBool::new(false),
                     state: Mutex::new(State::default()),
                 })
@@ -94,7 +100,12 @@ impl DeadRunTable {
 
     /// Whether any family is armed.
     pub(crate) fn any_armed(&self) -> bool {
-        self.any.load(SeqCst)
+        self.shared.any.load(SeqCst)
+    }
+
+    /// The counters (`Stats`).
+    pub(crate) fn counters(&self) -> &Shared {
+        &self.shared
     }
 
     /// Family `cf`'s runs, if it has any.
@@ -107,7 +118,7 @@ impl DeadRunTable {
     /// noted by the registrations at or below it. `entries` are (family, user key, whether
     /// it carries a value).
     pub(crate) fn touch<'a>(&self, entries: impl Iterator<Item = (u32, &'a [u8], bool)>) {
-        if !self.any.load(SeqCst) {
+        if !self.any_armed() {
             return;
         }
         let families = self.families.read();
@@ -132,7 +143,7 @@ impl DeadRunTable {
 
 /// One column family's dead runs and the reads registered to record one.
 pub(crate) struct DeadRuns {
-    table: std::sync::Weak<DeadRunTable>,
+    shared: Arc<Shared>,
     /// Set by the first walk that passed over [`ARM_AFTER`] entries: from then on reads
     /// register and commits touch.
     armed: AtomicBool,
@@ -164,14 +175,16 @@ struct Registration {
 }
 
 impl State {
-    fn touch(&mut self, key: &[u8]) {
-        let hit = self
-            .runs
+    /// The run holding `key`, with its start.
+    fn run_holding(&self, key: &[u8]) -> Option<(&Vec<u8>, &Run)> {
+        self.runs
             .range::<[u8], _>((Unbounded, Included(key)))
             .next_back()
             .filter(|(_, r)| key < r.end.as_slice())
-            .map(|(s, _)| s.clone());
-        if let Some(s) = hit {
+    }
+
+    fn touch(&mut self, key: &[u8]) {
+        if let Some(s) = self.run_holding(key).map(|(s, _)| s.clone()) {
             self.runs.remove(&s);
         }
         for r in &mut self.registered {
@@ -182,13 +195,18 @@ impl State {
     }
 }
 
-/// A run a read seeked past: where to, and what it was, for extending it.
+/// A run a read seeked past, with its start: where to, and what it was, for extending it.
 #[derive(Clone, Debug)]
 pub(crate) struct Jump {
     start: Vec<u8>,
-    pub(crate) end: Vec<u8>,
-    from: Seqno,
-    generation: u64,
+    run: Run,
+}
+
+impl Jump {
+    /// Where the run ends: the first key it does not hold.
+    pub(crate) fn end(&self) -> &[u8] {
+        &self.run.end
+    }
 }
 
 /// A read's registration (rule 2 of invariant D1); dropped, it is withdrawn.
@@ -217,9 +235,7 @@ impl DeadRuns {
         if self.armed() {
             return;
         }
-        if let Some(t) = self.table.upgrade() {
-            t.any.store(true, SeqCst);
-        }
+        self.shared.any.store(true, SeqCst);
         self.armed.store(true, SeqCst);
     }
 
@@ -250,25 +266,16 @@ impl DeadRuns {
             return None;
         }
         let st = self.state.lock();
-        let (start, run) = st
-            .runs
-            .range::<[u8], _>((Unbounded, Included(key)))
-            .next_back()?;
-        (key < run.end.as_slice() && run.from <= seqno && run.generation <= generation).then(|| {
-            Jump {
-                start: start.clone(),
-                end: run.end.clone(),
-                from: run.from,
-                generation: run.generation,
-            }
+        let (start, run) = st.run_holding(key)?;
+        (run.from <= seqno && run.generation <= generation).then(|| Jump {
+            start: start.clone(),
+            run: run.clone(),
         })
     }
 
     /// Counts a read that seeked past a run (`Stats::dead_run_jumps`).
     pub(crate) fn count_jump(&self) {
-        if let Some(t) = self.table.upgrade() {
-            t.jumps.fetch_add(1, Relaxed);
-        }
+        self.shared.jumps.fetch_add(1, Relaxed);
     }
 
     /// Records that `[start, end)` held no live key at `seqno` on a super-version of
@@ -302,15 +309,10 @@ impl DeadRuns {
             // Dead from `j.from` on (D1 for the run it seeked past, unbroken since: a write
             // into it after the registration would have been noted above); the read could
             // seek past it, so its generation is at or above the run's.
-            debug_assert!(j.generation <= generation);
-            from = from.max(j.from);
-            let same = Run {
-                end: j.end.clone(),
-                from: j.from,
-                generation: j.generation,
-            };
+            debug_assert!(j.run.generation <= generation);
+            from = from.max(j.run.from);
             // The run, still recorded, extends below `start`: keep that part.
-            if j.start.as_slice() < start && st.runs.get(&j.start) == Some(&same) {
+            if j.start.as_slice() < start && st.runs.get(&j.start) == Some(&j.run) {
                 run_start = j.start.clone();
             }
         }
@@ -337,9 +339,7 @@ impl DeadRuns {
                 generation,
             },
         );
-        if let Some(t) = self.table.upgrade() {
-            t.records.fetch_add(1, Relaxed);
-        }
+        self.shared.records.fetch_add(1, Relaxed);
         true
     }
 }
@@ -364,8 +364,8 @@ mod tests {
             f.lookup(b"a", 9, 0).is_none(),
             "a read below the seqno walks"
         );
-        assert_eq!(f.lookup(b"a", 10, 0).unwrap().end, b"m");
-        assert_eq!(f.lookup(b"l", 99, 0).unwrap().end, b"m");
+        assert_eq!(f.lookup(b"a", 10, 0).unwrap().end(), b"m");
+        assert_eq!(f.lookup(b"l", 99, 0).unwrap().end(), b"m");
         assert!(f.lookup(b"m", 99, 0).is_none());
         assert!(f.lookup(b"0", 99, 0).is_none());
     }
@@ -429,14 +429,14 @@ mod tests {
         let j = f.lookup(b"c", 20, 0).unwrap();
         assert!(f.record(&tk, b"c", b"k", 20, 0, Some(&j)));
         assert!(f.lookup(b"a", 19, 0).is_none());
-        assert_eq!(f.lookup(b"a", 20, 0).unwrap().end, b"k");
+        assert_eq!(f.lookup(b"a", 20, 0).unwrap().end(), b"k");
         // Had the run been removed meanwhile, only the walked part would be recorded.
         let tk = f.register(b"c").unwrap();
         let j = f.lookup(b"c", 30, 0).unwrap();
         t.touch([(1, &b"b"[..], true)].into_iter());
         assert!(f.record(&tk, b"c", b"p", 30, 0, Some(&j)));
         assert!(f.lookup(b"b", 99, 0).is_none());
-        assert_eq!(f.lookup(b"c", 30, 0).unwrap().end, b"p");
+        assert_eq!(f.lookup(b"c", 30, 0).unwrap().end(), b"p");
     }
 
     #[test]

@@ -46,7 +46,8 @@ pub(crate) struct DeadSource {
     pub(crate) table: Arc<DeadRunTable>,
     pub(crate) cf: u32,
     /// The family's runs; `None` if no family was armed when the read started (the read
-    /// then costs one atomic load: it may arm its family, but neither seeks nor records).
+    /// then costs an atomic load and the `table` reference: it may arm its family, but
+    /// neither seeks nor records).
     pub(crate) runs: Option<Arc<DeadRuns>>,
     /// Registered from the read's start (`None` while the family is not armed: the read
     /// may seek past runs and arm the family, but records none).
@@ -741,7 +742,7 @@ impl Iter {
             let mut w = self.source.walker()?;
             let jump = self.dead_jump();
             match (&jump, &self.bounds.lo) {
-                (Some(j), _) => w.seek_first_of(&j.end),
+                (Some(j), _) => w.seek_first_of(j.end()),
                 (None, Bound::Included(k) | Bound::Excluded(k)) => w.seek_first_of(k),
                 (None, Bound::Unbounded) => w.m.seek_to_first(),
             }
@@ -778,7 +779,7 @@ impl Iter {
         let start = self.bounds.lo_key().unwrap_or(&[]);
         let j = runs.lookup(start, self.source.snapshot, self.source.sv.generation)?;
         if let Some(ov) = &self.source.overlay {
-            if ov.has_key_in(start, &j.end) {
+            if ov.has_key_in(start, j.end()) {
                 return None;
             }
         }
@@ -805,19 +806,14 @@ impl Iter {
             Some(_) => watch.passed > 0,
             None => watch.passed >= dead_runs::RECORD_AFTER,
         };
+        // A read from an excluded bound has no ticket (rule 3, `DbInner::dead_source`).
         let (Some(runs), Some(ticket), false) = (&dead.runs, &dead.ticket, watch.uncertain) else {
             return;
-        };
-        // Rule 3: from an excluded bound the walk never looked at the bound's own key.
-        let start: &[u8] = match &self.bounds.lo {
-            Bound::Included(k) => k,
-            Bound::Unbounded => &[],
-            Bound::Excluded(_) => return,
         };
         if worth {
             runs.record(
                 ticket,
-                start,
+                self.bounds.lo_key().unwrap_or(&[]),
                 found,
                 self.source.snapshot,
                 self.source.sv.generation,

@@ -886,7 +886,7 @@ impl Txn {
         };
         let runs = self.inner().dead_runs.get(cf)?;
         let j = runs.lookup(start, self.snapshot, sv.generation)?;
-        Some(j.end)
+        Some(j.end().to_vec())
     }
 }
 
