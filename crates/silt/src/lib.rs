@@ -50,6 +50,7 @@ mod read;
 mod sstable;
 mod table_meta;
 mod txn;
+mod unlink;
 mod version;
 mod vlog;
 

@@ -48,6 +48,8 @@ impl DbInner {
             oldest,
         )
         .is_none()
+            // Last: a job queues its replaced files' removal before it leaves `busy`.
+            && self.tables.unlinker.idle()
     }
 
     /// Runs one job and installs its result.
@@ -395,7 +397,7 @@ impl DbInner {
                 drop(busy);
                 let r = self.run_compaction(&job);
                 // As in `compaction_loop`: the job's handles (the last of a replaced
-                // table removes its file) go before its tables stop being busy.
+                // table queues its file's removal) go before its tables stop being busy.
                 drop(job);
                 self.busy.lock().finish(&ids);
                 self.notify_bg();
@@ -439,7 +441,8 @@ pub(super) fn compaction_loop(w: Weak<DbInner>) {
                 let cf = job.cf;
                 let r = db.run_compaction(&job);
                 // The job's handles go first: the last handle of a table the job replaced
-                // removes its file, and `background_idle` counts the job until `busy` is clear.
+                // queues its file's removal (`unlink.rs`), and `background_idle` counts the
+                // job until `busy` is clear, then the removal until it is made.
                 drop(job);
                 db.busy.lock().finish(&ids);
                 match r {

@@ -446,6 +446,8 @@ impl DbInner {
             let _ = t.join();
         }
         self.remove_stats_file();
+        // The removals of obsolete files this instance queued are made (`unlink.rs`).
+        self.tables.unlinker.close();
         // No job of this handle runs any more: another handle may open the directory.
         self.dir_lock.lock().take();
     }

@@ -226,16 +226,19 @@ impl DbInner {
         lock: Option<Box<dyn FileLock>>,
     ) -> Arc<DbInner> {
         let blocks = Arc::new(BlockCache::new(opts.block_cache_bytes));
+        let unlinker = Arc::new(crate::unlink::Unlinker::new(fs.clone()));
         let tables = Arc::new(TableCache::new(
             fs.clone(),
             tables_dir.clone(),
             opts.table_cache_tables,
             blocks,
+            unlinker.clone(),
         ));
         let blob_files = Arc::new(crate::vlog::BlobFiles::new(
             fs.clone(),
             tables_dir.clone(),
             opts.table_cache_tables,
+            unlinker,
         ));
         let mut builder = VersionBuilder::new(tables.clone(), blob_files.clone());
         let version = Arc::new(builder.build(manifest.state()));

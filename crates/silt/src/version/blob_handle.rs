@@ -60,9 +60,10 @@ impl BlobHandle {
 impl Drop for BlobHandle {
     fn drop(&mut self) {
         if self.obsolete.load(SeqCst) {
+            // Removed on the unlinker's thread (`unlink.rs`); a failure leaves an orphan
+            // file, removed at the next open (O2).
             self.files.evict(self.meta.id);
-            // A failure leaves an orphan file, removed at the next open (O2).
-            let _ = self.files.fs().remove(&self.files.path(self.meta.id));
+            self.files.unlinker.remove(self.files.path(self.meta.id));
         }
     }
 }

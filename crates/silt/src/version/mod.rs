@@ -13,7 +13,8 @@
 //! 2. Levels 1.. hold tables with disjoint user-key ranges, sorted by smallest key; an entry
 //!    in level k is newer than any entry of the same key in a level below k.
 //! 3. A table file is deleted only when the manifest no longer names it *and* no version
-//!    (held by an open iterator or a running read) refers to it: [`TableHandle`]'s `Drop`.
+//!    (held by an open iterator or a running read) refers to it: [`TableHandle`]'s `Drop`
+//!    queues the removal then, and the unlinker makes it on its own thread (`unlink.rs`).
 //!    The same holds of a blob file and [`BlobHandle`]: a version that holds a table
 //!    pointing into a blob file holds that blob file.
 

@@ -16,6 +16,7 @@ use crate::key;
 use crate::sstable::BlockCache;
 use crate::sstable::Table;
 use crate::table_meta::{table_file_name, TableMeta};
+use crate::unlink::Unlinker;
 
 /// Opens tables on demand and keeps a bounded number open.
 pub(crate) struct TableCache {
@@ -27,6 +28,8 @@ pub(crate) struct TableCache {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     pub(crate) blocks: Arc<BlockCache>,
+    /// Removes the files of obsolete tables, off the thread that dropped the last handle.
+    pub(crate) unlinker: Arc<Unlinker>,
 }
 
 impl std::fmt::Debug for TableCache {
@@ -43,6 +46,7 @@ impl TableCache {
         dir: PathBuf,
         tables_max: usize,
         blocks: Arc<BlockCache>,
+        unlinker: Arc<Unlinker>,
     ) -> TableCache {
         TableCache {
             open: quick_cache::sync::Cache::new(tables_max),
@@ -50,6 +54,7 @@ impl TableCache {
             fs,
             dir,
             blocks,
+            unlinker,
         }
     }
 
@@ -150,9 +155,10 @@ impl TableHandle {
 impl Drop for TableHandle {
     fn drop(&mut self) {
         if self.obsolete.load(SeqCst) {
+            // Closed here (cheap while the file has its name), removed on the unlinker's
+            // thread (`unlink.rs`: the unlink may wait for the device).
             self.tables.evict(self.meta.id);
-            // A failure leaves an orphan file, removed at the next open.
-            let _ = self.tables.fs.remove(&self.tables.path(self.meta.id));
+            self.tables.unlinker.remove(self.tables.path(self.meta.id));
         }
     }
 }

@@ -9,6 +9,7 @@ use silt_vfs::{File, FileSystem};
 use super::format::{self, FOOTER_BYTES, HEADER_BYTES};
 use crate::error::{Error, Result};
 use crate::table_meta::{blob_file_name, BlobMeta, BlobPointer, LogSpan};
+use crate::unlink::Unlinker;
 
 /// Opens blob files on demand and keeps a bounded number open.
 pub(crate) struct BlobFiles {
@@ -18,6 +19,9 @@ pub(crate) struct BlobFiles {
     pinned: std::sync::OnceLock<std::collections::HashMap<u64, Arc<dyn File>>>,
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
+    /// Removes the files of obsolete blob files, off the thread that dropped the last
+    /// handle.
+    pub(crate) unlinker: Arc<Unlinker>,
 }
 
 impl std::fmt::Debug for BlobFiles {
@@ -27,12 +31,18 @@ impl std::fmt::Debug for BlobFiles {
 }
 
 impl BlobFiles {
-    pub(crate) fn new(fs: Arc<dyn FileSystem>, dir: PathBuf, files_max: usize) -> BlobFiles {
+    pub(crate) fn new(
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        files_max: usize,
+        unlinker: Arc<Unlinker>,
+    ) -> BlobFiles {
         BlobFiles {
             open: quick_cache::sync::Cache::new(files_max.max(1)),
             pinned: std::sync::OnceLock::new(),
             fs,
             dir,
+            unlinker,
         }
     }
 
