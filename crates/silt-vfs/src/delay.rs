@@ -185,6 +185,12 @@ impl File for DelayFile {
         self.device.flush(self.extra);
         Ok(())
     }
+    fn prefetch(&self, offset: u64, len: u64) {
+        self.inner.prefetch(offset, len)
+    }
+    fn forget(&self, offset: u64, len: u64) -> io::Result<bool> {
+        self.inner.forget(offset, len)
+    }
     fn release_mapping(&self) {
         self.inner.release_mapping()
     }

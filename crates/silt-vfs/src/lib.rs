@@ -182,6 +182,24 @@ pub trait File: Send + Sync + std::fmt::Debug {
     }
     /// `fdatasync`: makes every write that returned before this call durable.
     fn sync_data(&self) -> io::Result<()>;
+    /// A hint that `offset..offset + len` will soon be written in small pieces: start
+    /// reading its pages into the page cache now, without waiting for them
+    /// (`posix_fadvise(POSIX_FADV_WILLNEED)`). A write smaller than a page, or a store
+    /// through [`File::write_mapped`], into a page that is not cached waits for the page
+    /// to be read from the device first; a reused file's pages may have left the cache
+    /// since it was last written (reclaim of cold pages), and on a busy device that read
+    /// took 200 ms in a commit. Default: no-op.
+    fn prefetch(&self, _offset: u64, _len: u64) {}
+    /// A hint that the bytes of `offset..offset + len` will be overwritten before anything
+    /// reads them: the file system may forget them, so that a later small write there does
+    /// not first read the page it lands in from the device. Forgotten bytes read as zeros;
+    /// the rest keep their old bytes. On Linux `fallocate(FALLOC_FL_ZERO_RANGE)`: the blocks
+    /// stay allocated, marked unwritten (a change to the file's metadata, durable after
+    /// [`File::sync_data`]), and the range's pages leave the page cache. Returns whether
+    /// the range was forgotten; `Ok(false)` where the file system cannot (the default).
+    fn forget(&self, _offset: u64, _len: u64) -> io::Result<bool> {
+        Ok(false)
+    }
     /// A hint that [`File::write_mapped`] will not be used for a while: drop the mapping it
     /// made, so the file's pages stop counting in the process's resident memory. Writes
     /// already made stay in the OS; a later `write_mapped` maps the file again. Default: no-op.

@@ -383,6 +383,50 @@ impl File for OsFile {
         Ok(())
     }
 
+    #[cfg(target_os = "linux")]
+    fn forget(&self, offset: u64, len: u64) -> io::Result<bool> {
+        if len == 0 {
+            return Ok(true);
+        }
+        match rustix::fs::fallocate(
+            &self.file,
+            rustix::fs::FallocateFlags::ZERO_RANGE,
+            offset,
+            len,
+        ) {
+            Ok(()) => Ok(true),
+            // A file system without it (some FUSE ones): the bytes stay.
+            Err(e) if e == rustix::io::Errno::OPNOTSUPP => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// In 1 MiB pieces: one `WILLNEED` reads no more than the device's readahead window
+    /// (`max(io_pages, ra_pages)`: of a 17 MiB segment, the first 8 MiB here, measured
+    /// with `fincore`); piece by piece the whole range is read, asynchronously (17 MiB
+    /// took 3.8 ms of calls).
+    fn prefetch(&self, offset: u64, len: u64) {
+        const PIECE: u64 = 1 << 20;
+        let end = offset.saturating_add(len);
+        let mut at = offset;
+        while at < end {
+            let n = (end - at).min(PIECE);
+            // A hint: a file system that refuses it (`ESPIPE`, `EINVAL`) reads on demand.
+            // (`n` is not zero: `None` would mean "to the end of the file".)
+            if rustix::fs::fadvise(
+                &self.file,
+                at,
+                std::num::NonZeroU64::new(n),
+                rustix::fs::Advice::WillNeed,
+            )
+            .is_err()
+            {
+                return;
+            }
+            at += n;
+        }
+    }
+
     fn release_mapping(&self) {
         // Waits for copies in progress (they hold the read lock).
         *self.map.write() = None;

@@ -27,6 +27,10 @@ use silt_vfs::{File, FileSystem, ReadMap};
 
 use crate::error::{Error, Result};
 use crate::format::{SegmentHeader, SEGMENT_HEADER_BYTES};
+
+/// Where a recycled segment's old bytes start to be forgotten (`File::forget`): the page
+/// holding the header stays whole.
+const FORGET_FROM: u64 = 4096;
 use crate::Preallocate;
 
 pub(crate) fn segment_path(dir: &Path, id: u64) -> PathBuf {
@@ -246,6 +250,18 @@ impl Segments {
                 // never a segment file that still names its old segment.
                 let f = self.fs.open(&old).map_err(io("open", &old))?;
                 f.write_at(&[&header], 0).map_err(io("pwrite", &old))?;
+                if self.prealloc == Preallocate::RecycleElseAllocate {
+                    // Most commits are not synced: a store into a page of the old bytes
+                    // that left the cache would wait for the device to read it, in the
+                    // commit path, so the old bytes after the header's page are forgotten
+                    // (their blocks stay, unwritten; the first page keeps the header).
+                    // Synced commits keep them (`Recycle`): a sync after the first write
+                    // into an unwritten block also commits the file system's journal.
+                    // Zeros or the old bytes alike end recovery's scan of the segment.
+                    let keep = FORGET_FROM.min(self.segment_bytes);
+                    f.forget(keep, self.segment_bytes - keep)
+                        .map_err(io("fallocate", &old))?;
+                }
                 f.sync_data().map_err(io("fdatasync", &old))?;
                 crate::kill_point::hit("log: recycled segment's new header synced, before rename");
                 self.fs.rename(&old, &path).map_err(io("rename", &old))?;
@@ -273,6 +289,19 @@ impl Segments {
                 f
             }
         };
+        // Writers copy small records into the segment through its mapping, and a store
+        // into a page that is not cached waits for the device to read it: a recycled
+        // segment's pages may have left the cache while it sat in the pool (reclaim of
+        // cold pages), and on a device busy with a flush's sync such a read held a commit
+        // — and every writer behind it — for 200 ms (`queue_indexed`, 2026-11-28: 77
+        // major faults a minute, all on recycled segments). Read here instead, off the
+        // commit path, while the directory is synced. Forgotten or allocated bytes get
+        // their zeroed pages the same way, without a read; a zero-filled segment already
+        // has its pages. (A page reclaimed again before writers reach it is read then.)
+        file.prefetch(
+            SEGMENT_HEADER_BYTES,
+            self.segment_bytes - SEGMENT_HEADER_BYTES,
+        );
         self.fs
             .sync_dir(&self.dir)
             .map_err(io("fsync directory", &self.dir))?;
