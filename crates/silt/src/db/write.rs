@@ -368,6 +368,7 @@ impl DbInner {
         };
         let lsn = res.lsn();
         w.set_lsn(lsn);
+        self.parking.notify();
         // OVERLAY_SEQNO (MAX_SEQNO) marks a transaction's own writes in its reads: no real
         // entry may carry it.
         if lsn >= MAX_SEQNO {
@@ -411,6 +412,7 @@ impl DbInner {
                 .map(|e| (e.cf, e.key, e.kind.carries_value())),
         );
         w.set_applied();
+        self.parking.notify();
         if let Err(e) = appended.wait() {
             // W2: never complete, so `visible` never passes entries that were applied but
             // not acknowledged (the log is poisoned: no write is acknowledged any more).
@@ -520,6 +522,7 @@ impl DbInner {
             None => self.wal.reserved_lsn(),
         };
         self.visible.fetch_max(v, SeqCst);
+        self.parking.notify();
     }
 
     /// Waits until every writer with an LSN below `below` has applied its entries (W5),
@@ -537,43 +540,24 @@ impl DbInner {
                 .collect()
         };
         for w in pending {
-            let mut spins = 0u32;
-            loop {
-                if w.applied.load(SeqCst) {
-                    break;
-                }
-                let lsn = w.lsn.load(SeqCst);
-                if lsn != NO_LSN && lsn > below {
-                    break;
-                }
-                if self.poisoned.load(SeqCst) {
-                    return;
-                }
-                if spins < 64 {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::yield_now();
-                }
-                spins = spins.saturating_add(1);
+            self.parking.wait(
+                || {
+                    let lsn = w.lsn.load(SeqCst);
+                    w.applied.load(SeqCst) || (lsn != NO_LSN && lsn > below)
+                },
+                || self.poisoned.load(SeqCst),
+            );
+            if self.poisoned.load(SeqCst) {
+                return;
             }
         }
     }
 
     /// Waits until `visible >= v`: writers registered before us finish in microseconds
-    /// (they only insert into a memtable), so spin briefly, then yield.
+    /// (they only insert into a memtable), so spin briefly, yield, then sleep (`Parking`).
     pub(super) fn wait_visible(&self, v: Seqno) {
-        let mut spins = 0u32;
-        while self.visible() < v {
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-            spins = spins.saturating_add(1);
-            if spins > 1_000_000 && self.poisoned.load(SeqCst) {
-                return;
-            }
-        }
+        self.parking
+            .wait(|| self.visible() >= v, || self.poisoned.load(SeqCst));
     }
 
     /// Before a write of `bytes`: waits while background work is too far behind — slowed
