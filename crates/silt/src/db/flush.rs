@@ -563,7 +563,13 @@ pub(super) fn flush_loop(w: std::sync::Weak<DbInner>) {
             Some((mem, boundary)) => {
                 // Writers owning seqnos below the boundary may still be inserting.
                 db.flush_running.store(true, SeqCst);
-                db.wait_visible(boundary);
+                if db.wait_visible(boundary).is_err() {
+                    // Poisoned while a writer below the boundary was still inserting:
+                    // flushing now would write the memtable without its entries and move
+                    // the log start past its record. Nothing is flushed any more.
+                    db.flush_running.store(false, SeqCst);
+                    return;
+                }
                 let started = Instant::now();
                 let bytes = mem.approx_bytes();
                 let r = db.flush_and_purge(mem, boundary);

@@ -216,12 +216,14 @@ impl Parking {
         }
     }
 
-    /// Spins, yields, then sleeps until `ready()`; `stop()` ends the wait early (poisoning).
-    pub(crate) fn wait(&self, ready: impl Fn() -> bool, stop: impl Fn() -> bool) {
+    /// Spins, yields, then sleeps until `ready()`, and says so; `stop()` ends the wait
+    /// early (poisoning), and then `false` says the condition may not hold.
+    #[must_use]
+    pub(crate) fn wait(&self, ready: impl Fn() -> bool, stop: impl Fn() -> bool) -> bool {
         let mut spins = 0u32;
         while !ready() {
             if stop() {
-                return;
+                return ready();
             }
             if spins < 64 {
                 std::hint::spin_loop();
@@ -238,6 +240,7 @@ impl Parking {
             }
             spins = spins.saturating_add(1);
         }
+        true
     }
 
     /// Wakes the sleeping waiters; call after changing what they wait on.
@@ -573,7 +576,7 @@ mod parking_tests {
                 let (p, n) = (p.clone(), n.clone());
                 std::thread::spawn(move || {
                     for k in (w..4000).step_by(3) {
-                        p.wait(|| n.load(SeqCst) > k, || false);
+                        assert!(p.wait(|| n.load(SeqCst) > k, || false));
                     }
                 })
             })
@@ -602,6 +605,10 @@ mod parking_tests {
             stop.store(1, SeqCst);
             h.join()
         });
-        assert!(t.is_ok());
+        assert_eq!(
+            t.ok(),
+            Some(false),
+            "a stopped wait says its condition may not hold"
+        );
     }
 }

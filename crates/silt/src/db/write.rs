@@ -422,7 +422,8 @@ impl DbInner {
         self.counters
             .user_bytes
             .fetch_add(payload.len() as u64, SeqCst);
-        self.wait_visible(lsn + 1);
+        // Poisoned meanwhile: the commit is in the log, but not yet readable.
+        self.wait_visible(lsn + 1)?;
         self.maybe_rotate();
         Ok(lsn)
     }
@@ -528,8 +529,13 @@ impl DbInner {
     /// Waits until every writer with an LSN below `below` has applied its entries (W5),
     /// `me` excepted. A writer not yet reserved will reserve above `below` (the caller holds
     /// the reservation at `below`) or is about to publish an LSN below it; neither waits on
-    /// the caller. Returns early if the database is poisoned.
-    pub(crate) fn wait_applied_below(&self, below: Seqno, me: Option<&Arc<Writer>>) {
+    /// the caller.
+    ///
+    /// # Errors
+    ///
+    /// `Poisoned` if the database was poisoned before they all applied: a check on what
+    /// they left half-applied would miss conflicts.
+    pub(crate) fn wait_applied_below(&self, below: Seqno, me: Option<&Arc<Writer>>) -> Result<()> {
         let pending: Vec<Arc<Writer>> = {
             let f = self.inflight.lock();
             f.writers
@@ -540,24 +546,36 @@ impl DbInner {
                 .collect()
         };
         for w in pending {
-            self.parking.wait(
+            let done = self.parking.wait(
                 || {
                     let lsn = w.lsn.load(SeqCst);
                     w.applied.load(SeqCst) || (lsn != NO_LSN && lsn > below)
                 },
                 || self.poisoned.load(SeqCst),
             );
-            if self.poisoned.load(SeqCst) {
-                return;
+            if !done {
+                return Err(Error::Poisoned);
             }
         }
+        Ok(())
     }
 
     /// Waits until `visible >= v`: writers registered before us finish in microseconds
     /// (they only insert into a memtable), so spin briefly, yield, then sleep (`Parking`).
-    pub(super) fn wait_visible(&self, v: Seqno) {
-        self.parking
-            .wait(|| self.visible() >= v, || self.poisoned.load(SeqCst));
+    ///
+    /// # Errors
+    ///
+    /// `Poisoned` if the database was poisoned before `visible` reached `v`: a writer below
+    /// it may never finish, and what it applied is not all there.
+    pub(super) fn wait_visible(&self, v: Seqno) -> Result<()> {
+        if self
+            .parking
+            .wait(|| self.visible() >= v, || self.poisoned.load(SeqCst))
+        {
+            Ok(())
+        } else {
+            Err(Error::Poisoned)
+        }
     }
 
     /// Before a write of `bytes`: waits while background work is too far behind — slowed

@@ -831,7 +831,7 @@ impl Txn {
         let phase1 = || -> Result<()> {
             after_parts();
             let r = inner.wal.reserved_lsn();
-            inner.wait_applied_below(r, None);
+            inner.wait_applied_below(r, None)?;
             self.check(&inner.super_version(), keys, ranges, 0, r)?;
             r1.set(r);
             after_check();
@@ -839,7 +839,7 @@ impl Txn {
         };
         // Phase 2, at the commit's own seqno `c`.
         let mut at_commit = |c: Seqno, me: &Arc<crate::db::Writer>| -> Result<()> {
-            inner.wait_applied_below(c, Some(me));
+            inner.wait_applied_below(c, Some(me))?;
             self.check(&inner.super_version(), keys, ranges, r1.get(), c)
         };
         inner.commit_chunks(batches, self.opts.sync, Some(&mut at_commit), phase1)
