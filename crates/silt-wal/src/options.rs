@@ -63,7 +63,9 @@ pub enum Preallocate {
     /// then zeros). An allocated
     /// segment costs more per write through the mapping and per `fdatasync` (the file
     /// system records each first write into a reserved block): choose it when most commits
-    /// are not synced.
+    /// are not synced. A reused segment's old bytes after its first 4 KiB are forgotten
+    /// (`File::forget`: they read as zeros, and are never read from the device again), so
+    /// a write into a page of them that left the page cache does not wait for a read.
     RecycleElseAllocate,
 }
 

@@ -28,8 +28,8 @@ use silt_vfs::{File, FileSystem, ReadMap};
 use crate::error::{Error, Result};
 use crate::format::{SegmentHeader, SEGMENT_HEADER_BYTES};
 
-/// Where a recycled segment's old bytes start to be forgotten (`File::forget`): the page
-/// holding the header stays whole.
+/// Where a recycled segment's old bytes start to be forgotten (`File::forget`): the 4 KiB
+/// holding the header stay whole.
 const FORGET_FROM: u64 = 4096;
 use crate::Preallocate;
 
@@ -258,9 +258,10 @@ impl Segments {
                     // Synced commits keep them (`Recycle`): a sync after the first write
                     // into an unwritten block also commits the file system's journal.
                     // Zeros or the old bytes alike end recovery's scan of the segment.
+                    // A hint: stale bytes are as valid as zeros, so a failure (zeroing a
+                    // range may need space to split an extent) only leaves them.
                     let keep = FORGET_FROM.min(self.segment_bytes);
-                    f.forget(keep, self.segment_bytes - keep)
-                        .map_err(io("fallocate", &old))?;
+                    let _ = f.forget(keep, self.segment_bytes - keep);
                 }
                 f.sync_data().map_err(io("fdatasync", &old))?;
                 crate::kill_point::hit("log: recycled segment's new header synced, before rename");

@@ -117,6 +117,14 @@ impl File for SimFile {
         self.write(bufs, offset, true)
     }
 
+    /// As Linux's `FALLOC_FL_ZERO_RANGE` looks to a reader: the range reads as zeros, made
+    /// durable by a sync and lost with the other unsynced writes at a power loss; a write
+    /// for the injected faults.
+    fn forget(&self, offset: u64, len: u64) -> io::Result<bool> {
+        self.write_zeros(offset, len)?;
+        Ok(true)
+    }
+
     fn sync_data(&self) -> io::Result<()> {
         let mut st = self.state.lock();
         let res = st.call(FailOp::Sync);
