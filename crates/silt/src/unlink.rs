@@ -12,8 +12,13 @@
 //! A removal that never happens leaves an orphan, which the next open removes (rule O2), so
 //! a crash with removals queued loses nothing. [`Unlinker::close`] waits for the queued ones:
 //! the database's shutdown calls it before letting go of the directory lock, so a reopen
-//! never races a removal of this instance. After it, removals happen in the caller's thread
-//! (an iterator that outlived its database, say).
+//! never races a removal the background thread makes. After it, removals happen in the
+//! caller's thread: an iterator that outlived its database removes the files only it held,
+//! possibly under a reopened handle, as before this thread existed (harmless: those files
+//! are no version's, and open's removal of orphans takes a missing file as removed).
+//!
+//! Space comes back a little later than when the last handle's thread removed the file: a
+//! flush that finds the disk full right after a compaction waits for its retry.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -90,10 +95,18 @@ impl Unlinker {
         let thread = std::thread::Builder::new()
             .name("silt-unlink".into())
             .spawn(move || {
+                // Counts a removal as made even if `remove` panics (a file system's
+                // bug): `wait_for_compactions` must not wait for it for ever.
+                struct Made<'a>(&'a AtomicUsize);
+                impl Drop for Made<'_> {
+                    fn drop(&mut self) {
+                        self.0.fetch_sub(1, SeqCst);
+                    }
+                }
                 // Ends when the sender is dropped and the queue is empty.
                 for path in rx {
+                    let _made = Made(&pending);
                     let _ = fs.remove(&path);
-                    pending.fetch_sub(1, SeqCst);
                 }
             })
             .ok()?;
