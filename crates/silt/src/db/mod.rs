@@ -612,3 +612,55 @@ mod parking_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod poison_tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn until(what: &str, cond: impl Fn() -> bool) {
+        let start = Instant::now();
+        while !cond() {
+            assert!(start.elapsed() < Duration::from_secs(30), "never: {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A flush waits for the writers below its boundary to finish inserting; poisoned while
+    /// one has not, it must stop, not flush without that writer's entries (and move the log
+    /// start past its record). The writer's commit, which then waits to become visible,
+    /// returns `Poisoned`, not an LSN.
+    #[test]
+    fn a_flush_waiting_for_a_writer_stops_when_the_database_is_poisoned() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::builder(dir.path())
+            .stats_dump_period(None)
+            .open()
+            .unwrap();
+        db.put(b"a", b"1").unwrap();
+        let inner = db.inner.clone();
+        // A writer registered and not applied, as one still inserting.
+        let w = inner.register();
+        let r0 = inner.wal.reserved_lsn();
+        std::thread::scope(|s| {
+            // A commit after it: it applies, then waits for `w` to become visible.
+            let put = s.spawn(|| db.put(b"b", b"2"));
+            until("the put reserves", || inner.wal.reserved_lsn() > r0);
+            assert!(inner.rotate(true));
+            until("the flush waits", || inner.flush_running.load(SeqCst));
+            inner.poison("a test", &Error::invalid("poisoned by a test"));
+            until("the flush thread leaves", || {
+                !inner.flush_running.load(SeqCst)
+            });
+            assert_eq!(
+                inner.counters.flushes.load(SeqCst),
+                0,
+                "flushed past a writer"
+            );
+            // Before `w` completes (which would make the put visible after all).
+            until("the put returns", || put.is_finished());
+            assert!(matches!(put.join().unwrap(), Err(Error::Poisoned)));
+            inner.complete(w);
+        });
+    }
+}
