@@ -188,7 +188,7 @@ impl File for DelayFile {
     fn prefetch(&self, offset: u64, len: u64) {
         self.inner.prefetch(offset, len)
     }
-    fn forget(&self, offset: u64, len: u64) -> io::Result<bool> {
+    fn forget(&self, offset: u64, len: u64) -> io::Result<()> {
         self.inner.forget(offset, len)
     }
     fn release_mapping(&self) {

@@ -195,10 +195,10 @@ pub trait File: Send + Sync + std::fmt::Debug {
     /// not first read the page it lands in from the device. Forgotten bytes read as zeros;
     /// the rest keep their old bytes. On Linux `fallocate(FALLOC_FL_ZERO_RANGE)`: the blocks
     /// stay allocated, marked unwritten (a change to the file's metadata, durable after
-    /// [`File::sync_data`]), and the range's pages leave the page cache. Returns whether
-    /// the range was forgotten; `Ok(false)` where the file system cannot (the default).
-    fn forget(&self, _offset: u64, _len: u64) -> io::Result<bool> {
-        Ok(false)
+    /// [`File::sync_data`]), and the range's pages leave the page cache. Where the file
+    /// system cannot, nothing (the default): the bytes stay.
+    fn forget(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
     }
     /// A hint that [`File::write_mapped`] will not be used for a while: drop the mapping it
     /// made, so the file's pages stop counting in the process's resident memory. Writes

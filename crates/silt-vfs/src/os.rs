@@ -384,9 +384,9 @@ impl File for OsFile {
     }
 
     #[cfg(target_os = "linux")]
-    fn forget(&self, offset: u64, len: u64) -> io::Result<bool> {
+    fn forget(&self, offset: u64, len: u64) -> io::Result<()> {
         if len == 0 {
-            return Ok(true);
+            return Ok(());
         }
         match rustix::fs::fallocate(
             &self.file,
@@ -394,9 +394,8 @@ impl File for OsFile {
             offset,
             len,
         ) {
-            Ok(()) => Ok(true),
             // A file system without it (some FUSE ones): the bytes stay.
-            Err(e) if e == rustix::io::Errno::OPNOTSUPP => Ok(false),
+            Ok(()) | Err(rustix::io::Errno::OPNOTSUPP) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }

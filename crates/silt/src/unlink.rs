@@ -61,31 +61,26 @@ impl Unlinker {
     /// Removes `path` soon, on the background thread. A failure leaves an orphan file,
     /// which the next open removes.
     pub(crate) fn remove(&self, path: PathBuf) {
-        let path = {
-            let mut st = self.state.lock();
-            if st.closed {
-                path
-            } else {
-                if st.worker.is_none() {
-                    st.worker = self.spawn();
-                }
-                match &st.worker {
-                    Some((tx, _)) => {
-                        self.pending.fetch_add(1, SeqCst);
-                        match tx.send(path) {
-                            Ok(()) => return,
-                            Err(mpsc::SendError(path)) => {
-                                self.pending.fetch_sub(1, SeqCst);
-                                path
-                            }
-                        }
-                    }
-                    None => path,
-                }
-            }
+        if let Err(path) = self.queue(path) {
+            // No thread (it could not be started, or the database has shut down): here.
+            let _ = self.fs.remove(&path);
+        }
+    }
+
+    /// Hands `path` to the thread, started if need be; gives it back if there is none.
+    fn queue(&self, path: PathBuf) -> Result<(), PathBuf> {
+        let mut st = self.state.lock();
+        if !st.closed && st.worker.is_none() {
+            st.worker = self.spawn();
+        }
+        let Some((tx, _)) = &st.worker else {
+            return Err(path);
         };
-        // No thread (it could not be started, or the database has shut down): here.
-        let _ = self.fs.remove(&path);
+        self.pending.fetch_add(1, SeqCst);
+        tx.send(path).map_err(|mpsc::SendError(path)| {
+            self.pending.fetch_sub(1, SeqCst);
+            path
+        })
     }
 
     fn spawn(&self) -> Option<(mpsc::Sender<PathBuf>, JoinHandle<()>)> {

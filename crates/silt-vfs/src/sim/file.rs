@@ -120,9 +120,8 @@ impl File for SimFile {
     /// As Linux's `FALLOC_FL_ZERO_RANGE` looks to a reader: the range reads as zeros, made
     /// durable by a sync and lost with the other unsynced writes at a power loss; a write
     /// for the injected faults.
-    fn forget(&self, offset: u64, len: u64) -> io::Result<bool> {
-        self.write_zeros(offset, len)?;
-        Ok(true)
+    fn forget(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.write_zeros(offset, len)
     }
 
     fn sync_data(&self) -> io::Result<()> {

@@ -115,26 +115,21 @@ impl DbInner {
             return None;
         }
         let table = self.dead_runs.clone();
-        if !table.any_armed() {
-            return Some(crate::read::DeadSource {
-                table,
-                cf,
-                runs: None,
-                ticket: None,
-            });
-        }
-        let runs = table.family(cf);
-        let ticket = match lo {
-            Bound::Included(k) => runs.register(k),
-            Bound::Unbounded => runs.register(&[]),
-            // Never recorded from (rule 3).
-            Bound::Excluded(_) => None,
-        }
-        .filter(|_| pinned.is_none_or(|sv| Arc::ptr_eq(sv, &self.super_version())));
+        // No family armed yet: the read may arm its own, but neither seeks nor records.
+        let runs = table.any_armed().then(|| table.family(cf));
+        let ticket = runs
+            .as_ref()
+            .and_then(|runs| match lo {
+                Bound::Included(k) => runs.register(k),
+                Bound::Unbounded => runs.register(&[]),
+                // Never recorded from (rule 3).
+                Bound::Excluded(_) => None,
+            })
+            .filter(|_| pinned.is_none_or(|sv| Arc::ptr_eq(sv, &self.super_version())));
         Some(crate::read::DeadSource {
             table,
             cf,
-            runs: Some(runs),
+            runs,
             ticket,
         })
     }

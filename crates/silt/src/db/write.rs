@@ -546,16 +546,10 @@ impl DbInner {
                 .collect()
         };
         for w in pending {
-            let done = self.parking.wait(
-                || {
-                    let lsn = w.lsn.load(SeqCst);
-                    w.applied.load(SeqCst) || (lsn != NO_LSN && lsn > below)
-                },
-                || self.poisoned.load(SeqCst),
-            );
-            if !done {
-                return Err(Error::Poisoned);
-            }
+            self.wait_unpoisoned(|| {
+                let lsn = w.lsn.load(SeqCst);
+                w.applied.load(SeqCst) || (lsn != NO_LSN && lsn > below)
+            })?;
         }
         Ok(())
     }
@@ -568,10 +562,12 @@ impl DbInner {
     /// `Poisoned` if the database was poisoned before `visible` reached `v`: a writer below
     /// it may never finish, and what it applied is not all there.
     pub(super) fn wait_visible(&self, v: Seqno) -> Result<()> {
-        if self
-            .parking
-            .wait(|| self.visible() >= v, || self.poisoned.load(SeqCst))
-        {
+        self.wait_unpoisoned(|| self.visible() >= v)
+    }
+
+    /// Waits in `parking` until `ready()`; `Poisoned` if poisoning ended the wait first.
+    fn wait_unpoisoned(&self, ready: impl Fn() -> bool) -> Result<()> {
+        if self.parking.wait(ready, || self.poisoned.load(SeqCst)) {
             Ok(())
         } else {
             Err(Error::Poisoned)
