@@ -355,6 +355,11 @@ fn a_commit_in_parts_keeps_its_pin_when_another_at_the_same_lsn_ends() {
 /// first part. Replay after a crash must take the first as flushed (its parts and its
 /// commit record are skipped; its writes are in a table), not as a commit with its parts
 /// missing. (Found by `silt-stress crash --mode blackbox` with batches in parts.)
+///
+/// The second reserves its first part only after the first has completed, so no later
+/// completion moves `visible` past that part: the flush, whose boundary lies past it, must
+/// not wait for the second's commit (CI hung here for 60 s when the second happened to
+/// reserve late; the second's own part now moves `visible`).
 #[test]
 fn a_flushed_commit_in_parts_behind_another_pin_reopens() {
     let _turn = hook_turn();
@@ -380,8 +385,11 @@ fn a_flushed_commit_in_parts_behind_another_pin_reopens() {
     let (one_tx, one_rx) = mpsc::channel::<()>();
     let (two_tx, two_rx) = mpsc::channel::<()>();
     let (free_tx, free_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let (parted_tx, parted_rx) = mpsc::channel::<()>();
     let (one_tx, two_tx) = (Mutex::new(one_tx), Mutex::new(two_tx));
     let (two_rx, free_rx) = (Mutex::new(two_rx), Mutex::new(free_rx));
+    let (done_rx, parted_tx) = (Mutex::new(done_rx), Mutex::new(parted_tx));
     let seen = Arc::new(AtomicU32::new(0));
     let hook = {
         let seen = seen.clone();
@@ -397,9 +405,18 @@ fn a_flushed_commit_in_parts_behind_another_pin_reopens() {
                         .recv_timeout(LIMIT)
                         .expect("the second pinned");
                 }
-                (PIN_POINT, Some("two")) => two_tx.lock().unwrap().send(()).unwrap(),
+                // Pinned; its first part is reserved once the first has completed.
+                (PIN_POINT, Some("two")) => {
+                    two_tx.lock().unwrap().send(()).unwrap();
+                    done_rx
+                        .lock()
+                        .unwrap()
+                        .recv_timeout(LIMIT)
+                        .expect("the first completed");
+                }
                 // The second stays between its parts until the crash image is taken.
                 (PART_POINT, Some("two")) => {
+                    parted_tx.lock().unwrap().send(()).unwrap();
                     let _ = free_rx.lock().unwrap().recv_timeout(LIMIT);
                 }
                 _ => {}
@@ -423,6 +440,10 @@ fn a_flushed_commit_in_parts_behind_another_pin_reopens() {
             .unwrap()
     };
     one.join().unwrap().unwrap();
+    done_tx.send(()).unwrap();
+    parted_rx
+        .recv_timeout(LIMIT)
+        .expect("the second wrote its first part");
     // The first's commit goes to a table; the second's pin keeps the log start behind it.
     db.flush().unwrap();
     let crashed = fs.crash(CrashMode::KeepAll, 3);

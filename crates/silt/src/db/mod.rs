@@ -27,7 +27,10 @@
 //! 6. *acknowledge*: it waits for the log as an append would (in the OS under `None`,
 //!    durable under `Full`);
 //! 7. *complete*: it leaves `inflight`; the `visible` watermark becomes the smallest `r0`
-//!    still registered (or the log's reservation watermark if none is);
+//!    still registered (or the log's reservation watermark if none is). A commit in parts
+//!    (invariant T4 of `txn/mod.rs`) reserves its part records without a slot: it moves
+//!    `visible` the same way after each part is written, since no completion may follow
+//!    soon enough for a flush waiting past the part (M1);
 //! 8. it returns once `visible > lsn`.
 //!
 //! Invariants:

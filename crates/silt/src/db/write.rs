@@ -285,11 +285,8 @@ impl DbInner {
         }
         let (txn, pin) = self.write_parts(&chunks[..chunks.len() - 1])?;
         if let Err(e) = before_commit() {
+            // (`visible` is past the parts already: `write_parts` moved it.)
             self.log_pins.lock().remove(&pin);
-            // The parts' reservations have no writer, and none will complete after them
-            // now: move `visible` past them here, or a flush whose boundary lies past them
-            // waits for ever.
-            self.advance_visible(&self.inflight.lock());
             return Err(e);
         }
         let last = chunks.last().expect("at least two chunks");
@@ -334,6 +331,10 @@ impl DbInner {
             .and_then(|a| a.wait())
             .map_err(wal_err)
             .map_err(unpin)?;
+        // A part's reservation has no writer to move `visible` past it when it completes:
+        // move it here, or a flush whose boundary lies past the part waits until some later
+        // commit completes (for ever, if none comes while this one is between parts).
+        self.advance_visible(&self.inflight.lock());
         for (i, p) in parts.iter().enumerate().skip(1) {
             crate::kill_point::hit("commit: a part record written, more to come");
             let rec = batch::encode_txn_record(batch::TAG_PART, txn, i as u32, p);
@@ -341,6 +342,7 @@ impl DbInner {
                 .append_with(&rec, no_sync)
                 .map_err(wal_err)
                 .map_err(unpin)?;
+            self.advance_visible(&self.inflight.lock());
         }
         Ok((txn, pin))
     }
