@@ -44,6 +44,7 @@ mod async_api;
 #[path = "async_off.rs"]
 mod async_api;
 
+pub use commit::wait::{Backoff, Event};
 pub use copy::PurgeHold;
 pub use error::{Error, Result};
 pub use format::{
