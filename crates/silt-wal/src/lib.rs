@@ -44,7 +44,6 @@ mod async_api;
 #[path = "async_off.rs"]
 mod async_api;
 
-pub use commit::wait::{Backoff, Event};
 pub use copy::PurgeHold;
 pub use error::{Error, Result};
 pub use format::{

@@ -46,7 +46,7 @@ mod sync_stream;
 mod direct;
 #[cfg(feature = "strategies")]
 mod timed;
-pub(crate) mod wait;
+mod wait;
 
 pub(crate) use fill_ring::FillRing;
 use sync_stream::{SyncEnv, SyncStream};

@@ -1,10 +1,6 @@
 //! The waiting policy of the commit path: [`Event`] (spin, then yield, then park on a
 //! condvar; waking is free when nobody is parked) and its [`Backoff`], and the yield that
 //! notices a machine loaded by other processes ([`timed_yield`], [`contended`]).
-//!
-//! `Event` and `Backoff` are public: an engine that builds its own commit steps on the log
-//! (silt's writers waiting for each other to apply) waits the same way, rather than with a
-//! second policy that can drift from this one.
 
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::{Duration, Instant};
@@ -15,32 +11,10 @@ use crate::sync_shim::{fence, yield_now, AtomicUsize, Condvar, Mutex};
 ///
 /// Waking costs nothing when no thread is parked (one atomic load), which keeps a lone
 /// writer's path free of syscalls.
-///
-/// No lost wake-up: a waiter counts itself parked under the lock and then looks at its
-/// condition; a notifier changes the condition and then looks at the count (a `SeqCst`
-/// fence on each side), so either the waiter sees the change or the notifier sees the
-/// waiter and wakes it under the lock.
-pub struct Event {
+pub(crate) struct Event {
     parked: AtomicUsize,
     lock: Mutex<()>,
     cv: Condvar,
-    /// Parked waits of [`Event::wait_unless`] that ended because their nap ran out rather
-    /// than by a notification (tests use it to find a lost wake-up).
-    naps_out: std::sync::atomic::AtomicU64,
-}
-
-impl Default for Event {
-    fn default() -> Self {
-        Event::new()
-    }
-}
-
-impl std::fmt::Debug for Event {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Event")
-            .field("parked", &self.parked.load(SeqCst))
-            .finish_non_exhaustive()
-    }
 }
 
 /// How long a waiter spins, then yields, before it parks. Tuned on this project's machines:
@@ -90,10 +64,8 @@ pub(crate) fn contended() -> bool {
 
 /// How long an [`Event`] waiter spins, then yields, before it parks.
 #[derive(Clone, Copy, Debug)]
-pub struct Backoff {
-    /// How long to spin on the condition first.
+pub(crate) struct Backoff {
     pub spin: Duration,
-    /// How long to yield after the spin (not at all on a contended machine).
     pub yield_for: Duration,
 }
 
@@ -107,19 +79,17 @@ impl Default for Backoff {
 }
 
 impl Event {
-    /// An event nobody waits on yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Event {
             parked: AtomicUsize::new(0),
             lock: Mutex::new(()),
             cv: Condvar::new(),
-            naps_out: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
     /// Wakes every parked waiter. Call after making the awaited condition true.
     #[inline]
-    pub fn notify(&self) {
+    pub(crate) fn notify(&self) {
         // Pairs with the fence in `wait`: either the waiter sees the new condition, or we
         // see it parked.
         fence(SeqCst);
@@ -131,61 +101,9 @@ impl Event {
 
     /// Returns once `ready()` is true. `ready` must become true only through changes that
     /// are followed by [`Event::notify`].
-    pub fn wait(&self, backoff: Backoff, mut ready: impl FnMut() -> bool) {
-        if self.spin_then_yield(backoff, &mut ready) {
-            return;
-        }
-        let mut guard = self.lock.lock();
-        self.parked.fetch_add(1, SeqCst);
-        fence(SeqCst);
-        while !ready() {
-            self.cv.wait(&mut guard);
-        }
-        self.parked.fetch_sub(1, SeqCst);
-    }
-
-    /// As [`Event::wait`], but gives up once `stop()` holds: returns whether `ready()`
-    /// held at the end (`false` only when stopped). `stop` may become true without a
-    /// notification (a poisoned database): a parked waiter looks at it every `nap`.
-    #[cfg(not(loom))]
-    pub fn wait_unless(
-        &self,
-        backoff: Backoff,
-        nap: Duration,
-        mut ready: impl FnMut() -> bool,
-        stop: impl Fn() -> bool,
-    ) -> bool {
-        if self.spin_then_yield(backoff, &mut ready) {
-            return true;
-        }
-        let mut guard = self.lock.lock();
-        self.parked.fetch_add(1, SeqCst);
-        fence(SeqCst);
-        let held = loop {
-            if ready() {
-                break true;
-            }
-            if stop() {
-                break ready();
-            }
-            if self.cv.wait_for(&mut guard, nap).timed_out() {
-                self.naps_out.fetch_add(1, SeqCst);
-            }
-        };
-        self.parked.fetch_sub(1, SeqCst);
-        held
-    }
-
-    /// How many parked waits of [`Event::wait_unless`] ended by their nap rather than by a
-    /// notification. With a nap longer than any wait, a non-zero count is a lost wake-up.
-    pub fn naps_out(&self) -> u64 {
-        self.naps_out.load(SeqCst)
-    }
-
-    /// The first two phases of a wait: whether `ready()` held before it is time to park.
-    fn spin_then_yield(&self, backoff: Backoff, ready: &mut impl FnMut() -> bool) -> bool {
+    pub(crate) fn wait(&self, backoff: Backoff, mut ready: impl FnMut() -> bool) {
         if ready() {
-            return true;
+            return;
         }
         // Under loom there is no clock: go straight to the parking protocol, the part whose
         // races matter.
@@ -195,7 +113,7 @@ impl Event {
                 std::hint::spin_loop();
             }
             if ready() {
-                return true;
+                return;
             }
         }
         // On a machine loaded by other processes a yield can cost a time slice, while a
@@ -203,79 +121,18 @@ impl Event {
         while !cfg!(loom) && !contended() && start.elapsed() < backoff.spin + backoff.yield_for {
             let over = timed_yield();
             if ready() {
-                return true;
+                return;
             }
             if over {
                 break;
             }
         }
-        false
-    }
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-    use std::sync::atomic::AtomicU64;
-    use std::sync::Arc;
-
-    /// No lost wake-up: with a nap far longer than the test, every parked waiter is woken
-    /// by a notification, never by its nap running out.
-    #[test]
-    fn every_parked_waiter_is_woken_by_a_notification() {
-        let ev = Arc::new(Event::new());
-        let n = Arc::new(AtomicU64::new(0));
-        let waiters: Vec<_> = (0..3u64)
-            .map(|w| {
-                let (ev, n) = (ev.clone(), n.clone());
-                std::thread::spawn(move || {
-                    for k in (w..4000).step_by(3) {
-                        let ready = || n.load(SeqCst) > k;
-                        assert!(ev.wait_unless(
-                            Backoff::default(),
-                            Duration::from_secs(5),
-                            ready,
-                            || false
-                        ));
-                    }
-                })
-            })
-            .collect();
-        for i in 0..4000u64 {
-            n.store(i + 1, SeqCst);
-            ev.notify();
-            if i % 64 == 0 {
-                // Let the waiters park now and then.
-                std::thread::sleep(Duration::from_micros(200));
-            }
+        let mut guard = self.lock.lock();
+        self.parked.fetch_add(1, SeqCst);
+        fence(SeqCst);
+        while !ready() {
+            self.cv.wait(&mut guard);
         }
-        for w in waiters {
-            w.join().unwrap();
-        }
-        assert_eq!(ev.naps_out(), 0);
-    }
-
-    #[test]
-    fn a_stop_ends_the_wait() {
-        let ev = Event::new();
-        let stop = AtomicU64::new(0);
-        let t = std::thread::scope(|s| {
-            let h = s.spawn(|| {
-                ev.wait_unless(
-                    Backoff::default(),
-                    Duration::from_millis(1),
-                    || false,
-                    || stop.load(SeqCst) == 1,
-                )
-            });
-            std::thread::sleep(Duration::from_millis(20));
-            stop.store(1, SeqCst);
-            h.join()
-        });
-        assert_eq!(
-            t.ok(),
-            Some(false),
-            "a stopped wait says its condition may not hold"
-        );
+        self.parked.fetch_sub(1, SeqCst);
     }
 }

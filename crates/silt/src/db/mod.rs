@@ -177,6 +177,84 @@ pub(crate) struct Writer {
 /// A writer slot's LSN before its reservation.
 const NO_LSN: u64 = u64::MAX;
 
+/// Where the commit path's waiters for other writers (`wait_applied_below`,
+/// `wait_visible`) sleep once a short spin and a few yields did not see their condition.
+///
+/// A yielding waiter keeps its CPU busy: on two CPUs with the flush thread runnable, the
+/// writer it waits for could sit behind the flush thread on the other CPU's queue for a
+/// whole tick, while each yield handed the waiter's own CPU to the flush thread for a tick
+/// too (`queue_indexed`, 2026-11-28: a delete and an insert each yielding to the flush
+/// for 4 ms at a time, 10-23 ms operations). A sleeping waiter leaves its CPU idle, and
+/// the scheduler moves the runnable writer there.
+///
+/// No lost wake-up: a waiter counts itself in `parked` before it checks its condition under
+/// the lock, and a writer changes a condition before it reads `parked` (all `SeqCst`), so
+/// either the waiter sees the change or the writer sees the waiter and notifies under the
+/// lock. A bounded sleep covers the rest (poisoning).
+pub(crate) struct Parking {
+    parked: std::sync::atomic::AtomicUsize,
+    lock: Mutex<()>,
+    cv: parking_lot::Condvar,
+    /// The longest sleep before a waiter looks again (for a condition no one notifies:
+    /// poisoning).
+    nap: std::time::Duration,
+    /// Sleeps that ended by `nap` rather than by a notification.
+    naps_out: AtomicU64,
+}
+
+impl Default for Parking {
+    fn default() -> Self {
+        Parking::with_nap(std::time::Duration::from_millis(1))
+    }
+}
+
+impl Parking {
+    pub(crate) fn with_nap(nap: std::time::Duration) -> Parking {
+        Parking {
+            parked: std::sync::atomic::AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            cv: parking_lot::Condvar::new(),
+            nap,
+            naps_out: AtomicU64::new(0),
+        }
+    }
+
+    /// Spins, yields, then sleeps until `ready()`, and says so; `stop()` ends the wait
+    /// early (poisoning), and then `false` says the condition may not hold.
+    #[must_use]
+    pub(crate) fn wait(&self, ready: impl Fn() -> bool, stop: impl Fn() -> bool) -> bool {
+        let mut spins = 0u32;
+        while !ready() {
+            if stop() {
+                return ready();
+            }
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else if spins < 64 + 16 {
+                std::thread::yield_now();
+            } else {
+                self.parked.fetch_add(1, SeqCst);
+                let mut g = self.lock.lock();
+                if !ready() && self.cv.wait_for(&mut g, self.nap).timed_out() {
+                    self.naps_out.fetch_add(1, SeqCst);
+                }
+                drop(g);
+                self.parked.fetch_sub(1, SeqCst);
+            }
+            spins = spins.saturating_add(1);
+        }
+        true
+    }
+
+    /// Wakes the sleeping waiters; call after changing what they wait on.
+    pub(crate) fn notify(&self) {
+        if self.parked.load(SeqCst) > 0 {
+            drop(self.lock.lock());
+            self.cv.notify_all();
+        }
+    }
+}
+
 impl Writer {
     fn new() -> Writer {
         Writer {
@@ -243,14 +321,8 @@ pub(crate) struct DbInner {
     pub(crate) state: Mutex<State>,
     inflight: Mutex<Inflight>,
     visible: AtomicU64,
-    /// Where the commit path's waiters for other writers (`wait_applied_below`,
-    /// `wait_visible`) park: the log's own waiting policy (`silt_wal::Event`; spin, yield
-    /// unless the machine is contended, then sleep). A yielding waiter keeps its CPU busy:
-    /// on two CPUs with the flush thread runnable, the writer it waits for could sit behind
-    /// the flush on the other CPU's queue for a tick while each yield handed the waiter's
-    /// own CPU to the flush for a tick too (`queue_indexed`, 2026-11-28: deletes and
-    /// inserts of 10-23 ms made of such ticks). A parked waiter leaves its CPU idle.
-    parking: silt_wal::Event,
+    /// Where waiters for other writers sleep (`Parking`).
+    parking: Parking,
     pub(crate) snapshots: Mutex<BTreeMap<Seqno, usize>>,
     pub(crate) tables: Arc<TableCache>,
     /// The open blob files (key-value separation, `docs/format/vlog.md`).
@@ -487,6 +559,61 @@ fn _assert_send_sync() {
     fn f<T: Send + Sync>() {}
     f::<Db>();
     f::<key::ParsedKey<'static>>();
+}
+
+#[cfg(test)]
+mod parking_tests {
+    use super::Parking;
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// No lost wake-up: with a nap far longer than the test, every sleeping waiter is woken
+    /// by a notification, never by its nap running out.
+    #[test]
+    fn every_sleeper_is_woken_by_a_notification() {
+        let p = Arc::new(Parking::with_nap(Duration::from_secs(5)));
+        let n = Arc::new(AtomicU64::new(0));
+        let waiters: Vec<_> = (0..3u64)
+            .map(|w| {
+                let (p, n) = (p.clone(), n.clone());
+                std::thread::spawn(move || {
+                    for k in (w..4000).step_by(3) {
+                        assert!(p.wait(|| n.load(SeqCst) > k, || false));
+                    }
+                })
+            })
+            .collect();
+        for i in 0..4000u64 {
+            n.store(i + 1, SeqCst);
+            p.notify();
+            if i % 64 == 0 {
+                // Let the waiters fall asleep now and then.
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        for w in waiters {
+            w.join().unwrap();
+        }
+        assert_eq!(p.naps_out.load(SeqCst), 0);
+    }
+
+    #[test]
+    fn a_stop_ends_the_wait() {
+        let p = Parking::with_nap(Duration::from_millis(1));
+        let stop = AtomicU64::new(0);
+        let t = std::thread::scope(|s| {
+            let h = s.spawn(|| p.wait(|| false, || stop.load(SeqCst) == 1));
+            std::thread::sleep(Duration::from_millis(20));
+            stop.store(1, SeqCst);
+            h.join()
+        });
+        assert_eq!(
+            t.ok(),
+            Some(false),
+            "a stopped wait says its condition may not hold"
+        );
+    }
 }
 
 #[cfg(test)]

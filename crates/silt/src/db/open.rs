@@ -271,7 +271,7 @@ impl DbInner {
             sv: RwLock::new(Arc::new(SuperVersion::new(first, version))),
             state: Mutex::new(State { manifest, builder }),
             inflight: Mutex::new(Inflight::default()),
-            parking: silt_wal::Event::new(),
+            parking: super::Parking::default(),
             visible: AtomicU64::new(log_start),
             snapshots: Mutex::new(BTreeMap::new()),
             tables,

@@ -557,7 +557,7 @@ impl DbInner {
     }
 
     /// Waits until `visible >= v`: writers registered before us finish in microseconds
-    /// (they only insert into a memtable), so spin briefly, yield, then sleep (`parking`).
+    /// (they only insert into a memtable), so spin briefly, yield, then sleep (`Parking`).
     ///
     /// # Errors
     ///
@@ -569,13 +569,7 @@ impl DbInner {
 
     /// Waits in `parking` until `ready()`; `Poisoned` if poisoning ended the wait first.
     fn wait_unpoisoned(&self, ready: impl Fn() -> bool) -> Result<()> {
-        // Poisoning notifies no one: a parked waiter looks at it every millisecond.
-        let nap = std::time::Duration::from_millis(1);
-        let poisoned = || self.poisoned.load(SeqCst);
-        if self
-            .parking
-            .wait_unless(silt_wal::Backoff::default(), nap, ready, poisoned)
-        {
+        if self.parking.wait(ready, || self.poisoned.load(SeqCst)) {
             Ok(())
         } else {
             Err(Error::Poisoned)
