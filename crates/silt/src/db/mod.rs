@@ -187,6 +187,9 @@ const NO_LSN: u64 = u64::MAX;
 /// for 4 ms at a time, 10-23 ms operations). A sleeping waiter leaves its CPU idle, and
 /// the scheduler moves the runnable writer there.
 ///
+/// Not silt-wal's `Event`, on purpose and measured: `docs/design.md`, "Waiting for other
+/// writers".
+///
 /// No lost wake-up: a waiter counts itself in `parked` before it checks its condition under
 /// the lock, and a writer changes a condition before it reads `parked` (all `SeqCst`), so
 /// either the waiter sees the change or the writer sees the waiter and notifies under the
