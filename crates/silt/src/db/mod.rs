@@ -669,4 +669,48 @@ mod poison_tests {
             inner.complete(w);
         });
     }
+
+    /// A transaction's check first waits for every writer below its bound to apply (W5);
+    /// poisoned while one has not, the commit must return `Poisoned` without checking: a
+    /// check of a half-applied state would miss that writer's conflicts.
+    #[test]
+    fn a_check_waiting_for_a_writer_stops_when_the_database_is_poisoned() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::builder(dir.path())
+            .stats_dump_period(None)
+            .open()
+            .unwrap();
+        db.put(b"k", b"0").unwrap();
+        let mut txn = db.begin(crate::TxnOptions::new(
+            crate::IsolationLevel::Serializable,
+            crate::Concurrency::Optimistic,
+        ));
+        assert_eq!(txn.get(b"k").unwrap().as_deref(), Some(&b"0"[..]));
+        txn.put(b"k", b"1").unwrap();
+        let inner = db.inner.clone();
+        // A writer registered and not applied, as one still inserting.
+        let w = inner.register();
+        let r0 = inner.wal.reserved_lsn();
+        let checked = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            // A commit after it, so the transaction's bound lies past `w`'s slot.
+            let put = s.spawn(|| db.put(b"other", b"2"));
+            until("the put reserves", || inner.wal.reserved_lsn() > r0);
+            let commit = s.spawn(|| txn.commit_with(|| {}, || checked.store(true, SeqCst)));
+            // Long enough for the commit to be waiting for `w` (it waits for ever without
+            // the poison, so a shorter wait only weakens the test, never fails it).
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(
+                !commit.is_finished(),
+                "the commit waits for the writer below it"
+            );
+            inner.poison("a test", &Error::invalid("poisoned by a test"));
+            until("the commit returns", || commit.is_finished());
+            assert!(matches!(commit.join().unwrap(), Err(Error::Poisoned)));
+            assert!(!checked.load(SeqCst), "checked a half-applied state");
+            until("the put returns", || put.is_finished());
+            assert!(matches!(put.join().unwrap(), Err(Error::Poisoned)));
+            inner.complete(w);
+        });
+    }
 }

@@ -780,7 +780,7 @@ impl Txn {
     /// [`Txn::commit`]'s work; `after_parts` runs between a large transaction's part
     /// records and its commit record (a test's window for flushes, invariant T4), and
     /// `after_check` between the two phases of its check (T2; not run without checks).
-    fn commit_with(
+    pub(crate) fn commit_with(
         &mut self,
         after_parts: impl FnOnce(),
         after_check: impl FnOnce(),
