@@ -605,18 +605,11 @@ const YTD: u8 = b'y';
 /// The tag of D_NEXT_O_ID's key.
 const NEXT_O_ID: u8 = b'n';
 
-fn i64_value(v: Option<Vec<u8>>, what: &str) -> TxResult<i64> {
+/// A column's value of `N` bytes (little-endian), present and of that length.
+fn column<const N: usize>(v: Option<&[u8]>, what: &str) -> TxResult<[u8; N]> {
     let v = v.ok_or_else(|| missing(what))?;
-    Ok(i64::from_le_bytes(v.as_slice().try_into().map_err(
-        |_| TxError::Fatal(format!("{what}: {} bytes, not 8", v.len())),
-    )?))
-}
-
-fn u32_value(v: Option<Vec<u8>>, what: &str) -> TxResult<u32> {
-    let v = v.ok_or_else(|| missing(what))?;
-    Ok(u32::from_le_bytes(v.as_slice().try_into().map_err(
-        |_| TxError::Fatal(format!("{what}: {} bytes, not 4", v.len())),
-    )?))
+    v.try_into()
+        .map_err(|_| TxError::Fatal(format!("{what}: {} bytes, not {N}", v.len())))
 }
 
 fn history_key(h: &History) -> Vec<u8> {
@@ -683,7 +676,10 @@ impl<S: KvStore> TpccDb for KvTpcc<S> {
         let w: Warehouse = row(t.get(Table::Warehouse, &key(&[x.w_id]))?, "warehouse")?;
         let d: District = row(t.get(Table::District, &key(&[x.w_id, x.d_id]))?, "district")?;
         let nk = column_key(&[x.w_id, x.d_id], NEXT_O_ID);
-        let o_id = u32_value(t.get_for_update(Table::District, &nk)?, "d_next_o_id")?;
+        let o_id = u32::from_le_bytes(column(
+            t.get_for_update(Table::District, &nk)?.as_deref(),
+            "d_next_o_id",
+        )?);
         t.put(Table::District, &nk, &(o_id + 1).to_le_bytes())?;
         let c: Customer = row(
             t.get(Table::Customer, &key(&[x.w_id, x.d_id, x.c_id]))?,
@@ -759,11 +755,17 @@ impl<S: KvStore> TpccDb for KvTpcc<S> {
         let mut t = self.store.begin(false)?;
         let w: Warehouse = row(t.get(Table::Warehouse, &key(&[x.w_id]))?, "warehouse")?;
         let wy = column_key(&[x.w_id], YTD);
-        let w_ytd = i64_value(t.get_for_update(Table::Warehouse, &wy)?, "w_ytd")?;
+        let w_ytd = i64::from_le_bytes(column(
+            t.get_for_update(Table::Warehouse, &wy)?.as_deref(),
+            "w_ytd",
+        )?);
         t.put(Table::Warehouse, &wy, &(w_ytd + x.amount).to_le_bytes())?;
         let d: District = row(t.get(Table::District, &key(&[x.w_id, x.d_id]))?, "district")?;
         let dy = column_key(&[x.w_id, x.d_id], YTD);
-        let d_ytd = i64_value(t.get_for_update(Table::District, &dy)?, "d_ytd")?;
+        let d_ytd = i64::from_le_bytes(column(
+            t.get_for_update(Table::District, &dy)?.as_deref(),
+            "d_ytd",
+        )?);
         t.put(Table::District, &dy, &(d_ytd + x.amount).to_le_bytes())?;
         let c_id = customer_id(&mut t, x.c_w_id, x.c_d_id, &x.customer)?;
         let ck = key(&[x.c_w_id, x.c_d_id, c_id]);
@@ -878,7 +880,10 @@ impl<S: KvStore> TpccDb for KvTpcc<S> {
     fn stock_level(&self, x: &StockLevelIn) -> TxResult<u32> {
         let mut t = self.store.begin(true)?;
         let nk = column_key(&[x.w_id, x.d_id], NEXT_O_ID);
-        let next_o_id = u32_value(t.get(Table::District, &nk)?, "d_next_o_id")?;
+        let next_o_id = u32::from_le_bytes(column(
+            t.get(Table::District, &nk)?.as_deref(),
+            "d_next_o_id",
+        )?);
         let lo = key(&[x.w_id, x.d_id, next_o_id.saturating_sub(20)]);
         let hi = key(&[x.w_id, x.d_id, next_o_id]);
         let mut items = Vec::new();
@@ -920,7 +925,7 @@ impl<S: KvStore> TpccDb for KvTpcc<S> {
                         bad = Some(x);
                     }
                 }
-                (5, Some(&YTD)) => match i64_value(Some(v.to_vec()), "w_ytd") {
+                (5, Some(&YTD)) => match column(Some(v), "w_ytd").map(i64::from_le_bytes) {
                     Ok(y) => ytd.entry(u32_at(k, 0)).or_default().0 = y,
                     Err(x) => bad = Some(x),
                 },
@@ -939,14 +944,16 @@ impl<S: KvStore> TpccDb for KvTpcc<S> {
                     }
                     Err(x) => bad = Some(x),
                 },
-                (9, Some(&YTD)) => match i64_value(Some(v.to_vec()), "d_ytd") {
+                (9, Some(&YTD)) => match column(Some(v), "d_ytd").map(i64::from_le_bytes) {
                     Ok(y) => ytd.entry(w).or_default().1 += y,
                     Err(x) => bad = Some(x),
                 },
-                (9, Some(&NEXT_O_ID)) => match u32_value(Some(v.to_vec()), "d_next_o_id") {
-                    Ok(n) => ds.entry((w, d)).or_default().next_o_id = n,
-                    Err(x) => bad = Some(x),
-                },
+                (9, Some(&NEXT_O_ID)) => {
+                    match column(Some(v), "d_next_o_id").map(u32::from_le_bytes) {
+                        Ok(n) => ds.entry((w, d)).or_default().next_o_id = n,
+                        Err(x) => bad = Some(x),
+                    }
+                }
                 _ => bad = Some(TxError::Fatal(format!("district: a stray key {k:02x?}"))),
             }
         })
