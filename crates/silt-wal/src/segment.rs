@@ -299,6 +299,11 @@ impl Segments {
         // commit path, while the directory is synced. Forgotten or allocated bytes get
         // their zeroed pages the same way, without a read; a zero-filled segment already
         // has its pages. (A page reclaimed again before writers reach it is read then.)
+        // An allocated segment (standing in for a log blob: large values fill it with
+        // `pwrite`s of whole pages) was tried without it, since its read-ahead only zeroes
+        // pages those writes overwrite: the writers' copies into pages the write itself
+        // allocates took 6× longer (37–39% of a 4 KiB-value load's CPU against 7%), and the
+        // load ran 15% slower at 2 threads (BENCHMARKS.md, session 41).
         file.prefetch(
             SEGMENT_HEADER_BYTES,
             self.segment_bytes - SEGMENT_HEADER_BYTES,
