@@ -1168,3 +1168,7 @@ impl KvStore for SiltStore {
         self.engine.stats()
     }
 }
+
+#[cfg(test)]
+#[path = "check_tests.rs"]
+mod check_tests;
