@@ -6,7 +6,7 @@ use super::*;
 
 fn consistent() -> Totals {
     Totals {
-        w_ytd: vec![(1, 300_000_00, 300_000_00)],
+        w_ytd: vec![(1, 30_000_000, 30_000_000)],
         districts: (1..=DISTRICTS)
             .map(|d| DistrictTotals {
                 w: 1,
