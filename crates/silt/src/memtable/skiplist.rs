@@ -14,7 +14,10 @@
 //! - writers link a node bottom-up, each level with one compare-and-swap; a failed CAS
 //!   (a concurrent insert in the same gap) re-searches that level from the node before it;
 //! - a [`Splice`] remembers where the previous insert of a batch went, so a sorted batch
-//!   (ascending or descending) costs about two comparisons per entry instead of a search.
+//!   (ascending or descending) costs about two comparisons per entry instead of a search;
+//!   an ascending batch whose keys lie apart (a random batch, sorted) searches each from
+//!   the lowest level whose gap after the previous insert still holds it (a finger
+//!   search), not from the head.
 //!
 //! ## Invariants
 //!
@@ -26,6 +29,10 @@
 //! 3. Memory is freed only when the list is dropped (nothing unlinks).
 //! 4. An external value ([`NodeValue::External`]) is read where the caller said it lies:
 //!    the caller keeps those bytes valid and unchanged for as long as the list lives.
+//! 5. A [`Splice`]'s nodes are hints, not bounds: a level searched again after a failed CAS
+//!    may remember a node that lies after the last insert, and so after later keys of its
+//!    batch. A search starts only from a node compared less than its key (`last`, or a
+//!    remembered node checked first); otherwise it starts from the head.
 
 use std::cell::Cell;
 use std::cmp::Ordering;
@@ -322,8 +329,18 @@ thread_local! {
     static RNG: Cell<u64> = const { Cell::new(0) };
 }
 
+#[cfg(test)]
+thread_local! {
+    /// A test's next tower height (0: random).
+    static NEXT_HEIGHT: Cell<usize> = const { Cell::new(0) };
+}
+
 /// A tower height: 1 with probability 3/4, 2 with 3/16, … (branching factor 4).
 fn random_height() -> usize {
+    #[cfg(test)]
+    if let h @ 1.. = NEXT_HEIGHT.with(|h| h.replace(0)) {
+        return h.min(MAX_HEIGHT);
+    }
     RNG.with(|r| {
         let mut x = r.get();
         if x == 0 {
@@ -536,31 +553,52 @@ impl<O: KeyOrder> SkipList<O> {
         if height > cur {
             self.height.fetch_max(height, AO::Relaxed);
         }
-        // Starting points `lo[i]` (each less than `key`) for every level below `height`.
-        let mut lo = [ptr::null::<Node>(); MAX_HEIGHT];
-        let usable = !splice.last.is_null() && {
+        let mut prev = [ptr::null::<Node>(); MAX_HEIGHT];
+        let mut next = [ptr::null::<Node>(); MAX_HEIGHT];
+        // How far up `splice` was searched again (levels `0..=top`); above, it stays.
+        let mut top = MAX_HEIGHT - 1;
+        let found = !splice.last.is_null() && {
             let last = self.node(splice.last);
             match O::cmp(key, last.key()) {
                 Ordering::Equal => return 0,
                 Ordering::Greater => {
-                    // Between the last insert and its successor?
-                    if self.before(key, splice.next[0]) {
-                        for (i, l) in lo.iter_mut().enumerate().take(height) {
-                            *l = if i < last.height as usize {
-                                splice.last
-                            } else {
-                                splice.prev[i]
-                            };
+                    // A finger search: the lowest level whose gap after the last insert
+                    // (from it, or from the node before it where it is not that tall) still
+                    // holds `key`; from there down, as a search from the head would. A
+                    // sorted batch's next key is usually a few nodes on at a low level,
+                    // where a search from the head would pass every level.
+                    let lh = last.height as usize;
+                    let from = |i: usize| if i < lh { splice.last } else { splice.prev[i] };
+                    let l = (0..MAX_HEIGHT).find(|&i| self.before(key, splice.next[i]));
+                    // Every start must be less than `key`: `last` is; a remembered node
+                    // above its height may not be (invariant 5), so it is compared.
+                    let starts_below = |l: usize| {
+                        (l.max(lh)..=l.max(height - 1)).all(|i| self.after(key, splice.prev[i]))
+                    };
+                    match l.filter(|&l| starts_below(l)) {
+                        Some(l) => {
+                            top = l.max(height - 1);
+                            for i in (0..=top).rev() {
+                                (prev[i], next[i]) = if i >= l {
+                                    self.find_level(key, from(i), i, ptr::null())
+                                } else {
+                                    self.find_level(key, prev[i + 1], i, next[i + 1])
+                                };
+                            }
+                            true
                         }
-                        true
-                    } else {
-                        false
+                        None => false,
                     }
                 }
                 Ordering::Less => {
-                    // Between the last insert's predecessor and it?
-                    if self.after(key, splice.prev[0]) {
-                        lo[..height].copy_from_slice(&splice.prev[..height]);
+                    // Between the last insert's predecessor and it? (Each start compared:
+                    // invariant 5.)
+                    if (0..height).all(|i| self.after(key, splice.prev[i])) {
+                        top = height - 1;
+                        for i in 0..height {
+                            (prev[i], next[i]) =
+                                self.find_level(key, splice.prev[i], i, ptr::null());
+                        }
                         true
                     } else {
                         false
@@ -568,15 +606,7 @@ impl<O: KeyOrder> SkipList<O> {
                 }
             }
         };
-        let mut prev = [ptr::null::<Node>(); MAX_HEIGHT];
-        let mut next = [ptr::null::<Node>(); MAX_HEIGHT];
-        if usable {
-            for i in 0..height {
-                let (p, n) = self.find_level(key, lo[i], i, ptr::null());
-                prev[i] = p;
-                next[i] = n;
-            }
-        } else {
+        if !found {
             self.find_splice(key, splice);
             prev.copy_from_slice(&splice.prev);
             next.copy_from_slice(&splice.next);
@@ -617,10 +647,10 @@ impl<O: KeyOrder> SkipList<O> {
                 }
             }
         }
-        // Remember the gap for the next insert. Levels at and above `height` keep what they
-        // had: nodes before the previous key, and so (see `insert`'s checks) before this one.
-        splice.prev[..height].copy_from_slice(&prev[..height]);
-        splice.next[..height].copy_from_slice(&next[..height]);
+        // Remember the gaps for the next insert: those searched again, and above them what
+        // they had (nodes before the previous key, and so before this one).
+        splice.prev[..=top].copy_from_slice(&prev[..=top]);
+        splice.next[..=top].copy_from_slice(&next[..=top]);
         splice.last = x;
         bytes
     }
@@ -902,10 +932,52 @@ mod tests {
         }
     }
 
+    /// Invariant 5: a splice can remember, above level 0, a node after its last insert
+    /// (the state a failed CAS at level 1 leaves, set here by hand); an ascending insert
+    /// after a descending one must not start from it. Before the check, 45 went in after
+    /// 50 at level 0 and `seek_ge(45)` found 50.
+    #[test]
+    fn a_remembered_node_after_the_key_is_never_a_start() {
+        let k = |x: u64| x.to_be_bytes();
+        let with_height = |h: usize| NEXT_HEIGHT.with(|c| c.set(h));
+        let l = SkipList::<Bytes>::new();
+        let mut s = Splice::default();
+        with_height(2);
+        assert!(l.insert(&mut s, &k(100), b"", 0) > 0);
+        with_height(2);
+        assert!(l.insert(&mut Splice::default(), &k(50), b"", 0) > 0);
+        // As if 50 had been linked at level 1 while `s`'s insert of 100 linked level 0,
+        // and that level was searched again: 50 before 100 there, remembered.
+        (s.prev[0], s.next[0]) = (l.head, ptr::null());
+        (s.prev[1], s.next[1]) = (l.seek_ge(&k(50)), ptr::null());
+        with_height(1);
+        assert!(l.insert(&mut Splice::default(), &k(40), b"", 0) > 0);
+        // Descending (30 < 100), then ascending (45 > 30): level 1's gap after 50 holds 45.
+        with_height(1);
+        assert!(l.insert(&mut s, &k(30), b"", 0) > 0);
+        with_height(1);
+        assert!(l.insert(&mut s, &k(45), b"", 0) > 0);
+        let want: Vec<Vec<u8>> = [30u64, 40, 45, 50, 100]
+            .iter()
+            .map(|&x| k(x).to_vec())
+            .collect();
+        assert_eq!(collect(&l), want);
+        assert_eq!(key_of(&l, l.seek_ge(&k(45))), Some(k(45).to_vec()));
+    }
+
     #[test]
     fn concurrent_inserts_and_readers_keep_order_and_lose_nothing() {
         const THREADS: u64 = 4;
         const PER: u64 = 20_000;
+        fn run_key(run: u64, j: u64) -> u64 {
+            let i = run * 50 + j;
+            match run % 4 {
+                0 => i,
+                1 => run * 50 + 49 - j,
+                2 => (i * 7919) % PER,
+                _ => j * (PER / 50) + run,
+            }
+        }
         let l = Arc::new(SkipList::<Bytes>::new());
         let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let reader = {
@@ -936,17 +1008,13 @@ mod tests {
                 let l = l.clone();
                 std::thread::spawn(move || {
                     let mut added = 0u64;
-                    // Runs of 50 keys: ascending, descending, or scattered; every key
+                    // Runs of 50 keys: ascending, descending, scattered, or ascending
+                    // far apart (each a finger search over other runs' keys); every key
                     // is also inserted by one other thread (the duplicate race).
                     for run in 0..(PER / 50) {
                         let mut s = Splice::default();
                         for j in 0..50u64 {
-                            let i = run * 50 + j;
-                            let k = match run % 3 {
-                                0 => i,
-                                1 => run * 50 + 49 - j,
-                                _ => (i * 7919) % PER,
-                            };
+                            let k = run_key(run, j);
                             // Key space shared by threads t and t ^ 1.
                             let key = ((t / 2) << 32 | k).to_be_bytes();
                             if l.insert(&mut s, &key, &key, 0) > 0 {
@@ -964,17 +1032,8 @@ mod tests {
         let keys = collect(&l);
         let distinct: BTreeSet<u64> = (0..THREADS / 2)
             .flat_map(|g| {
-                (0..PER / 50).flat_map(move |run| {
-                    (0..50u64).map(move |j| {
-                        let i = run * 50 + j;
-                        let k = match run % 3 {
-                            0 => i,
-                            1 => run * 50 + 49 - j,
-                            _ => (i * 7919) % PER,
-                        };
-                        g << 32 | k
-                    })
-                })
+                (0..PER / 50)
+                    .flat_map(move |run| (0..50u64).map(move |j| g << 32 | run_key(run, j)))
             })
             .collect();
         assert_eq!(
