@@ -767,7 +767,8 @@ fn leaves_in_log(e: &batch::BatchEntry<'_>, threshold: &dyn Fn(u32) -> Option<us
 /// Inserts a batch's entries at `seqno`; within a batch the last write to a key wins, so
 /// each (cf, key) gets one entry. A batch already in (cf, key) order — a bulk load's — has no
 /// duplicates to drop and is inserted in that order with one splice, about two key
-/// comparisons per entry; any other goes newest first through a set of the keys seen.
+/// comparisons per entry; any other is sorted first (its duplicates then side by side) and
+/// inserted in that order the same way.
 ///
 /// `payload` is the log record at `seqno` when the entries were decoded from it: each entry
 /// whose value lies in it is inserted with the value's offset there, so a flush can point at
@@ -841,9 +842,21 @@ pub(super) fn apply(
         }
         return in_place;
     }
-    let mut seen = HashSet::with_capacity(entries.len());
-    for e in entries.iter().rev() {
-        if keep(e.cf) && seen.insert((e.cf, e.key)) {
+    // In (cf, key) order, the last write to each key first among its equals: the others
+    // are dropped, and the rest go in with one splice, each a finger search from the last.
+    let mut order: Vec<usize> = (0..entries.len()).collect();
+    order.sort_unstable_by(|&a, &b| {
+        let (x, y) = (&entries[a], &entries[b]);
+        (x.cf, x.key).cmp(&(y.cf, y.key)).then(b.cmp(&a))
+    });
+    let mut prev: Option<&batch::BatchEntry<'_>> = None;
+    for &i in &order {
+        let e = &entries[i];
+        if prev.is_some_and(|p| (p.cf, p.key) == (e.cf, e.key)) {
+            continue;
+        }
+        prev = Some(e);
+        if keep(e.cf) {
             insert(&mut splice, e);
         }
     }
