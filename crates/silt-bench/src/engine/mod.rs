@@ -58,6 +58,22 @@ pub struct EngineConfig {
     pub threads: usize,
 }
 
+#[cfg(test)]
+impl EngineConfig {
+    /// A small configuration for the tests of adapters and workloads: sync `none`, an 8 MiB
+    /// cache, no fsync delay.
+    pub fn for_test(dir: &std::path::Path, threads: usize) -> EngineConfig {
+        EngineConfig {
+            dir: dir.to_path_buf(),
+            sync_full: false,
+            cache_bytes: 8 << 20,
+            fsync_delay_us: 0,
+            fsync_delay_model: "merged".into(),
+            threads,
+        }
+    }
+}
+
 /// A key-value engine under test. Shared by every worker thread of a cell (so `Sync`).
 pub trait Engine: Send + Sync {
     /// Writes the pairs as one atomic batch, acknowledged per the configured sync mode.

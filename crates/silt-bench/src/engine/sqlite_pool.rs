@@ -293,14 +293,7 @@ mod tests {
     use std::sync::atomic::AtomicBool;
 
     fn cfg(dir: &Path, threads: usize) -> EngineConfig {
-        EngineConfig {
-            dir: dir.to_path_buf(),
-            sync_full: false,
-            cache_bytes: 8 << 20,
-            fsync_delay_us: 0,
-            fsync_delay_model: "merged".into(),
-            threads,
-        }
+        EngineConfig::for_test(dir, threads)
     }
 
     /// Two threads writing large transactions back to back: the WAL is bounded. Its file

@@ -447,14 +447,7 @@ mod tests {
     use super::*;
 
     fn cfg(dir: &std::path::Path) -> crate::engine::EngineConfig {
-        crate::engine::EngineConfig {
-            dir: dir.to_path_buf(),
-            sync_full: false,
-            cache_bytes: 8 << 20,
-            fsync_delay_us: 0,
-            fsync_delay_model: "merged".into(),
-            threads: 2,
-        }
+        crate::engine::EngineConfig::for_test(dir, 2)
     }
 
     #[test]

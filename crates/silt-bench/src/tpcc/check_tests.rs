@@ -61,14 +61,7 @@ fn each_condition_is_checked() {
 }
 
 fn loaded(dir: &std::path::Path) -> KvTpcc<SiltStore> {
-    let cfg = crate::engine::EngineConfig {
-        dir: dir.to_path_buf(),
-        sync_full: false,
-        cache_bytes: 8 << 20,
-        fsync_delay_us: 0,
-        fsync_delay_model: "merged".into(),
-        threads: 1,
-    };
+    let cfg = crate::engine::EngineConfig::for_test(dir, 1);
     let db = KvTpcc {
         store: SiltStore::open(
             &cfg,

@@ -612,6 +612,20 @@ fn column<const N: usize>(v: Option<&[u8]>, what: &str) -> TxResult<[u8; N]> {
         .map_err(|_| TxError::Fatal(format!("{what}: {} bytes, not {N}", v.len())))
 }
 
+/// Payment's read-modify-write of W_YTD or D_YTD (`what`): adds `amount` to the YTD column
+/// of the WAREHOUSE or DISTRICT row `row` in `table`.
+fn add_ytd<T: KvTxn>(
+    t: &mut T,
+    table: Table,
+    row: &[u32],
+    amount: i64,
+    what: &str,
+) -> TxResult<()> {
+    let k = column_key(row, YTD);
+    let ytd = i64::from_le_bytes(column(t.get_for_update(table, &k)?.as_deref(), what)?);
+    t.put(table, &k, &(ytd + amount).to_le_bytes())
+}
+
 fn history_key(h: &History) -> Vec<u8> {
     let mut k = key(&[h.w_id, h.d_id]);
     k.extend_from_slice(&h.seq.to_be_bytes());
@@ -754,19 +768,15 @@ impl<S: KvStore> TpccDb for KvTpcc<S> {
     fn payment(&self, x: &PaymentIn) -> TxResult<()> {
         let mut t = self.store.begin(false)?;
         let w: Warehouse = row(t.get(Table::Warehouse, &key(&[x.w_id]))?, "warehouse")?;
-        let wy = column_key(&[x.w_id], YTD);
-        let w_ytd = i64::from_le_bytes(column(
-            t.get_for_update(Table::Warehouse, &wy)?.as_deref(),
-            "w_ytd",
-        )?);
-        t.put(Table::Warehouse, &wy, &(w_ytd + x.amount).to_le_bytes())?;
+        add_ytd(&mut t, Table::Warehouse, &[x.w_id], x.amount, "w_ytd")?;
         let d: District = row(t.get(Table::District, &key(&[x.w_id, x.d_id]))?, "district")?;
-        let dy = column_key(&[x.w_id, x.d_id], YTD);
-        let d_ytd = i64::from_le_bytes(column(
-            t.get_for_update(Table::District, &dy)?.as_deref(),
+        add_ytd(
+            &mut t,
+            Table::District,
+            &[x.w_id, x.d_id],
+            x.amount,
             "d_ytd",
-        )?);
-        t.put(Table::District, &dy, &(d_ytd + x.amount).to_le_bytes())?;
+        )?;
         let c_id = customer_id(&mut t, x.c_w_id, x.c_d_id, &x.customer)?;
         let ck = key(&[x.c_w_id, x.c_d_id, c_id]);
         let mut c: Customer = row(t.get_for_update(Table::Customer, &ck)?, "customer")?;
