@@ -254,9 +254,8 @@ fn silt_err(e: silt::Error) -> String {
 }
 
 /// [`silt_err`], and for `Poisoned` what poisoned the database (`cause`: the engine's
-/// `Db::background_error`), which the error itself does not carry: a cell that fails on
-/// a poisoned database then says why in its one line (session 41's `--sync full` run
-/// stopped after 4 s on `Poisoned` and left no cause to read).
+/// `Db::background_error`), which the error itself does not carry, so that a cell failing
+/// on a poisoned database says why in its one line.
 fn silt_err_with_cause(e: silt::Error, cause: impl FnOnce() -> Option<String>) -> String {
     match e {
         silt::Error::Poisoned => {

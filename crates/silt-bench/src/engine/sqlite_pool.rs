@@ -289,12 +289,7 @@ pub fn err(e: rusqlite::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
     use std::sync::atomic::AtomicBool;
-
-    fn cfg(dir: &Path, threads: usize) -> EngineConfig {
-        EngineConfig::for_test(dir, threads)
-    }
 
     /// Two threads writing large transactions back to back: the WAL is bounded. Its file
     /// grows past the checkpoint threshold while checkpoints overlap the next writer, until
@@ -307,7 +302,7 @@ mod tests {
     fn back_to_back_writers_let_the_wal_restart() {
         let dir = tempfile::tempdir().expect("tempdir");
         let pool = SqlitePool::open(
-            &cfg(dir.path(), 2),
+            &EngineConfig::for_test(dir.path(), 2),
             "t.sqlite",
             4,
             "CREATE TABLE kv (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID",
@@ -363,8 +358,13 @@ mod tests {
     #[test]
     fn one_writer_at_a_time_readers_beside_it() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let pool = SqlitePool::open(&cfg(dir.path(), 3), "t.sqlite", 4, "CREATE TABLE t (x)")
-            .expect("open");
+        let pool = SqlitePool::open(
+            &EngineConfig::for_test(dir.path(), 3),
+            "t.sqlite",
+            4,
+            "CREATE TABLE t (x)",
+        )
+        .expect("open");
         let inside = AtomicBool::new(false);
         std::thread::scope(|s| {
             for _ in 0..2 {

@@ -446,10 +446,6 @@ pub fn open(
 mod tests {
     use super::*;
 
-    fn cfg(dir: &std::path::Path) -> crate::engine::EngineConfig {
-        crate::engine::EngineConfig::for_test(dir, 2)
-    }
-
     #[test]
     fn rows_round_trip_and_index_keys_sort_as_the_columns() {
         let s = Shape {
@@ -492,7 +488,13 @@ mod tests {
         }
         for name in names {
             let dir = tempfile::tempdir().unwrap();
-            let db = open(name, &cfg(dir.path()), shape, 1 << 30).unwrap();
+            let db = open(
+                name,
+                &crate::engine::EngineConfig::for_test(dir.path(), 2),
+                shape,
+                1 << 30,
+            )
+            .unwrap();
             db.load(0..100).unwrap();
             db.insert(100..110).unwrap();
             assert_eq!(db.lowest(110).unwrap(), Some(0), "{name}");
@@ -531,7 +533,7 @@ mod tests {
         // A missing and a stray index entry, written behind the table's back.
         let dir = tempfile::tempdir().unwrap();
         let store = crate::tpcc::kv::SiltStore::open(
-            &cfg(dir.path()),
+            &crate::engine::EngineConfig::for_test(dir.path(), 2),
             &Table::IIB,
             silt::IsolationLevel::Serializable,
             silt::Concurrency::Optimistic,
